@@ -1,0 +1,35 @@
+# Two commands matter: `make demo` and `make test`. Both install what they need first (scripts/setup.sh).
+SHELL := /bin/bash
+PY := .venv/bin/python
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PATH := $(CURDIR)/.venv/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: setup demo test lint typecheck unit bench docs clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	@$(PY) -m elastic_slurm.demo
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud tests bench app.py
+
+typecheck: setup
+	.venv/bin/mypy cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud app.py
+
+test: setup lint typecheck
+	$(PY) -m pytest -q -ra tests
+
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+bench: setup
+	$(PY) -m bench.run
+
+docs: setup
+	$(PY) -m elastic_slurm.docs_gen > docs/configuration.md
+
+clean:
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

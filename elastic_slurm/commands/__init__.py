@@ -1,0 +1,1 @@
+"""One module per `elastic-slurm` subcommand (or group); each exposes `register(subparsers)`."""

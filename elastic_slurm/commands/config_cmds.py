@@ -1,0 +1,74 @@
+"""`elastic-slurm validate FILE...` and `elastic-slurm schema`: check configs and export the JSON Schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cluster_config import ConfigInvalid, ElasticSlurmConfig, load
+
+
+def register(sub: Any) -> None:
+    """Add the `validate` and `schema` subcommands."""
+    validate = sub.add_parser("validate", help="validate cluster YAML files and print a summary")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="cluster YAML file(s)")
+    validate.set_defaults(func=run_validate)
+    schema = sub.add_parser("schema", help="write the JSON Schema of the cluster YAML (for editor autocompletion)")
+    schema.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
+    schema.set_defaults(func=run_schema)
+
+
+def summary(config: ElasticSlurmConfig) -> list[str]:
+    """One line per cluster: partitions, pools and node counts."""
+    lines = []
+    for cluster in config.clusters:
+        pools = [p for part in cluster.partitions for p in part.pools]
+        lines.append(
+            f"  cluster {cluster.name} ({cluster.region}): {len(cluster.partitions)} partition(s), {len(pools)} pool(s), "
+            f"{sum(p.min_nodes for p in pools)} always-on / {sum(p.max_nodes for p in pools)} max nodes"
+        )
+    extras = [f"accounting={config.accounting.mode}"]
+    if config.licenses:
+        extras.append(f"licenses={','.join(lic.name for lic in config.licenses)}")
+    if config.federation:
+        extras.append(f"federation={config.federation.name}")
+    lines.append("  " + " ".join(extras))
+    return lines
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Validate every file; print all problems of all files; exit 2 if any file is invalid."""
+    failed = False
+    for path in args.files:
+        try:
+            config = load(path)
+        except ConfigInvalid as exc:
+            failed = True
+            for error in exc.errors:
+                print(f"{exc.source}: {error}", file=sys.stderr)
+            continue
+        print(f"{path}: valid")
+        for line in summary(config):
+            print(line)
+    return 2 if failed else 0
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the cluster YAML."""
+    schema = ElasticSlurmConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Elastic Slurm cluster configuration"
+    return schema
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    """Print or write the JSON Schema."""
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0

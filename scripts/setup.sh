@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything `make demo` / `make test` need on a fresh Debian 12 / Ubuntu 22.04+ machine, idempotently:
+#   apt packages (Slurm daemons, munge, MariaDB, node), the Python venv (.venv) and the CDK CLI (node_modules).
+# Re-running is quick: each step is skipped while its inputs are unchanged (stamps in .stamps/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .stamps
+
+APT_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server mariadb-client perl
+              python3-venv nodejs npm util-linux procps)
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+  echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  case $p in
+    nodejs|npm) command -v node >/dev/null && command -v npm >/dev/null && continue ;;
+    python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null && continue ;;
+  esac
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing apt packages: ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# Debian starts these on install; the local cloud runs its own instances under its state dir, so the
+# package-managed system services are left alone (we never stop what we did not start).
+
+req_hash=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)
+if [ ! -x .venv/bin/python ] || [ "$(cat .stamps/venv 2>/dev/null)" != "$req_hash" ]; then
+  echo "setup: creating the Python venv (.venv)"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r requirements-dev.txt
+  .venv/bin/pip install -q --no-deps -e .
+  echo "$req_hash" > .stamps/venv
+fi
+
+npm_hash=$(sha256sum package.json | cut -c1-16)
+if [ ! -x node_modules/.bin/cdk ] || [ "$(cat .stamps/npm 2>/dev/null)" != "$npm_hash" ]; then
+  echo "setup: installing the AWS CDK CLI (node_modules)"
+  npm install --no-audit --no-fund --loglevel=error
+  echo "$npm_hash" > .stamps/npm
+fi
+echo "setup: ready (python $(.venv/bin/python -V 2>&1 | cut -d' ' -f2), node $(node --version), cdk $(node_modules/.bin/cdk --version 2>/dev/null | cut -d' ' -f1))"
