@@ -90,43 +90,60 @@ def check(config: ElasticSlurmConfig) -> list[ConfigError]:
     return errors
 
 
-def _duplicates(names: list[str]) -> set[str]:
+def _repeats(names: list[str]) -> list[int]:
+    """Indexes of the entries whose name already appeared earlier in the list."""
     seen: set[str] = set()
-    return {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]
+    repeats = []
+    for index, name in enumerate(names):
+        if name in seen:
+            repeats.append(index)
+        seen.add(name)
+    return repeats
 
 
 def _check_clusters(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
-    for name in _duplicates([c.name for c in config.clusters]):
-        index = [c.name for c in config.clusters].index(name)
-        yield ConfigError(f"clusters[{index}].name", f"duplicate cluster name '{name}'")
+    names = [c.name for c in config.clusters]
+    for index in _repeats(names):
+        yield ConfigError(f"clusters[{index}].name", f"duplicate cluster name '{names[index]}'")
     for ci, cluster in enumerate(config.clusters):
         yield from _check_cluster(cluster, f"clusters[{ci}]")
 
 
 def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     yield from _check_network(cluster, path)
+    yield from _check_storage(cluster, path)
     regions = [r.region for r in cluster.remote_regions]
-    if cluster.region in regions or _duplicates(regions):
-        yield ConfigError(f"{path}.remote_regions", "each remote region must be listed once and differ from the home region")
+    for ri, region in enumerate(regions):
+        if region == cluster.region or ri in _repeats(regions):
+            yield ConfigError(
+                f"{path}.remote_regions[{ri}].region", f"region '{region}' is already the home or another remote region"
+            )
     if cluster.controller.count == 2 and len(network_azs(cluster.network)) < 2:
         yield ConfigError(f"{path}.controller.count", "2 controllers need a network with at least 2 availability zones")
     defaults = [i for i, p in enumerate(cluster.partitions) if p.default]
-    if len(defaults) > 1:
-        yield ConfigError(f"{path}.partitions[{defaults[1]}].default", "only one partition may be the default")
-    for name in _duplicates([p.name for p in cluster.partitions]):
-        index = [p.name for p in cluster.partitions].index(name)
-        yield ConfigError(f"{path}.partitions[{index}].name", f"duplicate partition name '{name}'")
+    for index in defaults[1:]:
+        yield ConfigError(f"{path}.partitions[{index}].default", "only one partition may be the default")
+    part_names = [p.name for p in cluster.partitions]
+    for index in _repeats(part_names):
+        yield ConfigError(f"{path}.partitions[{index}].name", f"duplicate partition name '{part_names[index]}'")
     capacities = subnet_capacities(cluster)
     total_max = 0
+    pool_overflows = False
     for pi, partition in enumerate(cluster.partitions):
         ppath = f"{path}.partitions[{pi}]"
-        for name in _duplicates([p.name for p in partition.pools]):
-            index = [p.name for p in partition.pools].index(name)
-            yield ConfigError(f"{ppath}.pools[{index}].name", f"duplicate pool name '{name}' in partition '{partition.name}'")
+        pool_names = [p.name for p in partition.pools]
+        for index in _repeats(pool_names):
+            yield ConfigError(
+                f"{ppath}.pools[{index}].name",
+                f"duplicate pool name '{pool_names[index]}' in partition '{partition.name}'",
+            )
         for qi, pool in enumerate(partition.pools):
             total_max += pool.max_nodes
-            yield from _check_pool(cluster, partition.name, pool, f"{ppath}.pools[{qi}]", capacities)
-    if total_max > sum(capacities.values()):
+            for error in _check_pool(cluster, partition.name, pool, f"{ppath}.pools[{qi}]", capacities):
+                pool_overflows = pool_overflows or error.path.endswith(".max_nodes")
+                yield error
+    # Pools that each fit may still not fit together; say so only when no single pool already overflows.
+    if total_max > sum(capacities.values()) and not pool_overflows:
         yield ConfigError(
             f"{path}.partitions",
             f"{total_max} nodes in all do not fit the {sum(capacities.values())} addresses of the cluster's subnets",
@@ -134,67 +151,87 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
 
 
 def _check_network(cluster: Cluster, path: str) -> Iterator[ConfigError]:
-    home = cluster.network
-    for az in network_azs(home):
-        if region_of_az(az) != cluster.region:
-            field = "availability_zones" if isinstance(home, NewNetwork) else "subnets"
-            yield ConfigError(f"{path}.network.{field}", f"availability zone '{az}' is not in region '{cluster.region}'")
-    for ri, remote in enumerate(cluster.remote_regions):
-        for az in network_azs(remote.network):
-            if region_of_az(az) != remote.region:
-                yield ConfigError(
-                    f"{path}.remote_regions[{ri}].network", f"availability zone '{az}' is not in region '{remote.region}'"
-                )
-    cidrs = [n.vpc_cidr for n in [home, *(r.network for r in cluster.remote_regions)] if isinstance(n, NewNetwork)]
-    nets = [ipaddress.ip_network(c) for c in cidrs]
-    for i, a in enumerate(nets):
-        for b in nets[i + 1 :]:
+    networks = [(f"{path}.network", cluster.region, cluster.network)] + [
+        (f"{path}.remote_regions[{ri}].network", r.region, r.network) for ri, r in enumerate(cluster.remote_regions)
+    ]
+    for npath, region, network in networks:
+        field = "availability_zones" if isinstance(network, NewNetwork) else "subnets"
+        for az in network_azs(network):
+            if region_of_az(az) != region:
+                yield ConfigError(f"{npath}.{field}", f"availability zone '{az}' is not in region '{region}'")
+        if isinstance(network, NewNetwork):
+            vpc = ipaddress.ip_network(network.vpc_cidr)
+            azs, prefix = len(network.availability_zones), network.compute_subnet_prefix
+            if prefix < vpc.prefixlen or azs * 2 ** (32 - prefix) > vpc.num_addresses:
+                yield ConfigError(f"{npath}.compute_subnet_prefix", f"{azs} subnets of /{prefix} do not fit in {vpc}")
+    vpcs = [(p, ipaddress.ip_network(n.vpc_cidr)) for p, _, n in networks if isinstance(n, NewNetwork)]
+    for i, (_, a) in enumerate(vpcs):
+        for later_path, b in vpcs[i + 1 :]:
             if a.overlaps(b):
-                yield ConfigError(f"{path}.remote_regions", f"VPC CIDRs {a} and {b} overlap (peering needs disjoint ranges)")
-    if isinstance(home, NewNetwork):
-        vpc = ipaddress.ip_network(home.vpc_cidr)
-        needed = len(home.availability_zones) * 2 ** (32 - home.compute_subnet_prefix)
-        if home.compute_subnet_prefix < vpc.prefixlen or needed > vpc.num_addresses:
-            yield ConfigError(
-                f"{path}.network.compute_subnet_prefix",
-                f"{len(home.availability_zones)} subnets of /{home.compute_subnet_prefix} do not fit in {vpc}",
-            )
+                yield ConfigError(
+                    f"{later_path}.vpc_cidr", f"VPC CIDRs {a} and {b} overlap (peering needs disjoint ranges)"
+                )
+
+
+def _check_storage(cluster: Cluster, path: str) -> Iterator[ConfigError]:
+    storage = cluster.storage
+    file_systems = [
+        ("efs", storage.efs),
+        ("fsx_lustre", storage.fsx_lustre),
+        ("fsx_ontap", storage.fsx_ontap),
+        ("fsx_openzfs", storage.fsx_openzfs),
+    ]
+    mounts = [(f"{path}.storage.{key}.mount_point", fs.mount_point) for key, fs in file_systems if fs is not None]
+    mounts += [
+        (f"{path}.storage.extra_mounts[{i}].mount_point", m.mount_point) for i, m in enumerate(storage.extra_mounts)
+    ]
+    seen: set[str] = set()
+    for mpath, mount_point in mounts:
+        if mount_point.rstrip("/") in seen:
+            yield ConfigError(mpath, f"mount point '{mount_point}' is already used by another file system")
+        seen.add(mount_point.rstrip("/"))
 
 
 def _check_pool(
     cluster: Cluster, partition: str, pool: Pool, path: str, capacities: dict[str, int]
 ) -> Iterator[ConfigError]:
     if pool.min_nodes > pool.max_nodes:
-        yield ConfigError(f"{path}.min_nodes", f"min_nodes ({pool.min_nodes}) is greater than max_nodes ({pool.max_nodes})")
+        yield ConfigError(
+            f"{path}.min_nodes", f"min_nodes ({pool.min_nodes}) is greater than max_nodes ({pool.max_nodes})"
+        )
     longest = node_name(partition, pool.name, pool.max_nodes)
     if len(longest) > MAX_NODE_NAME:
         yield ConfigError(f"{path}.name", f"node name '{longest}' is longer than {MAX_NODE_NAME} characters")
     arches = {architecture_of(t) for t in pool.instance_types}
     if len(arches) > 1:
         yield ConfigError(f"{path}.instance_types", f"instance types mix architectures ({', '.join(sorted(arches))})")
-    if _duplicates(list(pool.instance_types)):
-        yield ConfigError(f"{path}.instance_types", "an instance type is listed twice")
+    types = list(pool.instance_types)
+    for index in _repeats(types):
+        yield ConfigError(f"{path}.instance_types[{index}]", f"instance type '{types[index]}' is listed twice")
     azs = pool_azs(cluster, pool)
-    for az in azs:
+    where = f"{path}.availability_zones"
+    for index in _repeats(azs):
+        yield ConfigError(f"{where}[{index}]", f"availability zone '{azs[index]}' is listed twice")
+    for az in dict.fromkeys(azs):
         if az not in capacities:
-            yield ConfigError(f"{path}.availability_zones", f"availability zone '{az}' has no subnet in the cluster's networks")
-    if _duplicates(azs):
-        yield ConfigError(f"{path}.availability_zones", "an availability zone is listed twice")
+            yield ConfigError(where, f"availability zone '{az}' has no subnet in the cluster's networks")
     if pool.placement_group and len({region_of_az(az) for az in azs}) > 1:
         yield ConfigError(f"{path}.placement_group", "a placement group cannot span regions")
     room = sum(capacities.get(az, 0) for az in set(azs))
     if pool.max_nodes > room and all(az in capacities for az in azs):
-        yield ConfigError(f"{path}.max_nodes", f"max_nodes ({pool.max_nodes}) exceeds the {room} addresses of its subnets")
+        yield ConfigError(
+            f"{path}.max_nodes", f"max_nodes ({pool.max_nodes}) exceeds the {room} addresses of its subnets"
+        )
 
 
 def _check_accounting(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
     acct = config.accounting
-    names = [c.name for c in config.clusters]
-    if acct.mode == "existing" and (acct.endpoint is None or acct.secret_arn is None):
-        yield ConfigError("accounting", "mode 'existing' needs both endpoint and secret_arn")
-    if acct.mode != "existing" and (acct.endpoint is not None or acct.secret_arn is not None):
-        yield ConfigError("accounting.endpoint", "endpoint/secret_arn are only used with mode 'existing'")
-    if acct.host_cluster is not None and acct.host_cluster not in names:
+    for key, value in (("endpoint", acct.endpoint), ("secret_arn", acct.secret_arn)):
+        if acct.mode == "existing" and value is None:
+            yield ConfigError(f"accounting.{key}", f"mode 'existing' needs {key}")
+        if acct.mode != "existing" and value is not None:
+            yield ConfigError(f"accounting.{key}", f"{key} is only used with mode 'existing' (mode is '{acct.mode}')")
+    if acct.host_cluster is not None and acct.host_cluster not in {c.name for c in config.clusters}:
         yield ConfigError("accounting.host_cluster", f"unknown cluster '{acct.host_cluster}'")
 
 
@@ -202,12 +239,12 @@ def _check_licenses(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
     names = {c.name for c in config.clusters}
     if config.licenses and config.accounting.mode == "none":
         yield ConfigError("licenses", "remote licenses need accounting (mode 'create' or 'existing')")
-    for name in _duplicates([lic.name for lic in config.licenses]):
-        index = [lic.name for lic in config.licenses].index(name)
-        yield ConfigError(f"licenses[{index}].name", f"duplicate license name '{name}'")
+    lic_names = [lic.name for lic in config.licenses]
+    for index in _repeats(lic_names):
+        yield ConfigError(f"licenses[{index}].name", f"duplicate license name '{lic_names[index]}'")
     for li, lic in enumerate(config.licenses):
         path = f"licenses[{li}]"
-        if lic.sync_schedule is not None and (lic.server is None or lic.server_type == "static"):
+        if lic.sync_schedule is not None and lic.server_type == "static":
             yield ConfigError(f"{path}.sync_schedule", "a synced license needs a server and server_type flexlm or rlm")
         if lic.server_type != "static" and lic.server is None:
             yield ConfigError(f"{path}.server", f"server_type '{lic.server_type}' needs a server (port@host)")
@@ -216,6 +253,9 @@ def _check_licenses(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
                 yield ConfigError(f"{path}.clusters.{cluster}", f"unknown cluster '{cluster}'")
             if not 0 <= percent <= 100:
                 yield ConfigError(f"{path}.clusters.{cluster}", f"percent must be 0..100, got {percent}")
+        if sum(lic.clusters.values()) > 100:
+            total = sum(lic.clusters.values())
+            yield ConfigError(f"{path}.clusters", f"the clusters' percentages add up to {total} (at most 100)")
 
 
 def _check_federation(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
@@ -223,10 +263,11 @@ def _check_federation(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
     if fed is None:
         return
     names = {c.name for c in config.clusters}
-    for i, member in enumerate(fed.clusters):
+    members = list(fed.clusters)
+    for i, member in enumerate(members):
         if member not in names:
             yield ConfigError(f"federation.clusters[{i}]", f"unknown cluster '{member}'")
-    if _duplicates(list(fed.clusters)):
-        yield ConfigError("federation.clusters", "a cluster is listed twice")
+    for index in _repeats(members):
+        yield ConfigError(f"federation.clusters[{index}]", f"cluster '{members[index]}' is listed twice")
     if config.accounting.mode == "none":
         yield ConfigError("federation", "a federation needs shared accounting (mode 'create' or 'existing')")

@@ -1,18 +1,34 @@
 """Load a cluster YAML file into a validated `ElasticSlurmConfig`, or raise `ConfigInvalid` with one line per problem.
 
 This is the only way the rest of the project reads a config: parse once, validate once, then pass typed objects on.
+Pydantic's messages are turned into YAML paths and plain words here (`format_loc`, `describe`).
 """
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from cluster_config import model
 from cluster_config.checks import ConfigError, check
 from cluster_config.model import ElasticSlurmConfig
+
+# What a value matching each pattern looks like, for errors people can act on.
+PATTERN_HINTS = {
+    model.NAME_PATTERN: "lowercase letters and digits, starting with a letter",
+    model.CLUSTER_NAME_PATTERN: "lowercase letters, digits and '-', starting with a letter, at least 2 characters",
+    model.REGION_PATTERN: "a region name like us-east-1",
+    model.AZ_PATTERN: "an availability zone name like us-east-1a",
+    model.INSTANCE_TYPE_PATTERN: "an instance type like c7i.large",
+    model.HOST_PORT_PATTERN: "host:port",
+}
+_SCALARS = (str, int, float, bool, type(None))
 
 
 class ConfigInvalid(Exception):
@@ -22,6 +38,21 @@ class ConfigInvalid(Exception):
         self.source = source
         self.errors = errors
         super().__init__("\n".join(f"{source}: {e}" for e in errors))
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (plain YAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def format_loc(loc: tuple[int | str, ...]) -> str:
@@ -37,14 +68,51 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def _message(err: Any) -> str:
-    msg = str(err["msg"])
-    if err["type"] == "extra_forbidden":
-        return "unknown key (check the spelling; see `elastic-slurm schema`)"
-    if err["type"] == "missing":
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field annotation may hold (through Optional, unions, lists, dicts, Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _models_in(args[0])
+    if origin in (typing.Union, types.UnionType, list, dict):
+        return [m for arg in args for m in _models_in(arg)]
+    return []
+
+
+def known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed in the mapping at `loc` (empty when that is not a config section)."""
+    models: list[type[BaseModel]] = [ElasticSlurmConfig]
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        if fields:
+            models = [m for f in fields for m in _models_in(f.annotation)]
+        else:  # a discriminated-union tag: keep the member whose `mode` is that tag
+            models = [
+                m for m in models if part in typing.get_args(getattr(m.model_fields.get("mode"), "annotation", None))
+            ]
+    return sorted({key for m in models for key in m.model_fields})
+
+
+def describe(err: Any) -> str:
+    """One pydantic error → a message naming what was wrong and what was given."""
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        close = difflib.get_close_matches(key, known_keys(tuple(err["loc"][:-1])), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "see `elastic-slurm schema` for the allowed keys"
+        return f"unknown key '{key}' ({hint})"
+    if kind == "missing":
         return "required key is missing"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
+    given = err.get("input")
+    if kind == "string_pattern_mismatch" and err["ctx"]["pattern"] in PATTERN_HINTS:
+        return f"'{given}' is not {PATTERN_HINTS[err['ctx']['pattern']]}"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind != "value_error" and isinstance(given, _SCALARS):
+        msg += f", got {given!r}"
     return msg
 
 
@@ -55,12 +123,24 @@ def parse(data: Any, source: str = "<config>") -> ElasticSlurmConfig:
     try:
         config = ElasticSlurmConfig.model_validate(data)
     except ValidationError as exc:
-        errors = [ConfigError(format_loc(tuple(e["loc"])), _message(e)) for e in exc.errors()]
+        errors = [ConfigError(format_loc(tuple(e["loc"])), describe(e)) for e in exc.errors()]
         raise ConfigInvalid(source, errors) from None
     problems = check(config)
     if problems:
         raise ConfigInvalid(source, problems)
     return config
+
+
+def parse_yaml(text: str, source: str = "<config>") -> ElasticSlurmConfig:
+    """Parse and validate YAML text; raises ConfigInvalid (malformed YAML names the line)."""
+    try:
+        data = yaml.load(text, Loader=_StrictYamlLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(file)"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigInvalid(source, [ConfigError(where, f"not valid YAML: {problem}")]) from None
+    return parse(data, source)
 
 
 def load(path: str | Path) -> ElasticSlurmConfig:
@@ -69,11 +149,9 @@ def load(path: str | Path) -> ElasticSlurmConfig:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigInvalid(source, [ConfigError("(file)", f"cannot read: {exc.strerror}")]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(file)"
-        raise ConfigInvalid(source, [ConfigError(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
-    return parse(data, source)
+        raise ConfigInvalid(source, [ConfigError("(file)", f"cannot read: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigInvalid(
+            source, [ConfigError("(file)", f"not UTF-8 text: {exc.reason} at byte {exc.start}")]
+        ) from None
+    return parse_yaml(text, source)

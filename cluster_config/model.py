@@ -7,8 +7,8 @@ Single-field rules (patterns, ranges) live here; rules that span fields live in 
 from __future__ import annotations
 
 import ipaddress
-from enum import Enum
-from typing import Annotated, Literal, Union
+from enum import StrEnum
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,6 +17,18 @@ CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
 AZ_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
+HOST_PORT_PATTERN = r"^[A-Za-z0-9.-]+:\d+$"
+
+
+def vpc_cidr(value: str) -> str:
+    """Check an AWS VPC/subnet CIDR: IPv4, no host bits, prefix /16 to /28 (AWS limits)."""
+    try:
+        net = ipaddress.IPv4Network(value)
+    except ValueError as exc:  # AddressValueError and NetmaskValueError are ValueErrors
+        raise ValueError(f"'{value}' is not an IPv4 CIDR: {exc}") from None
+    if not 16 <= net.prefixlen <= 28:
+        raise ValueError(f"'{value}': AWS allows prefix lengths /16 to /28")
+    return value
 
 
 class StrictModel(BaseModel):
@@ -25,7 +37,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PurchaseOption(str, Enum):
+class PurchaseOption(StrEnum):
     """How a pool buys capacity."""
 
     ON_DEMAND = "on_demand"
@@ -38,19 +50,21 @@ class NewNetwork(StrictModel):
     """Create a VPC with one private compute subnet per availability zone."""
 
     mode: Literal["create"] = Field(description="`create`: the stacks build a new VPC.")
-    vpc_cidr: str = Field("10.0.0.0/16", description="CIDR block of the new VPC.")
+    vpc_cidr: str = Field(default="10.0.0.0/16", description="CIDR block of the new VPC.")
     availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] = Field(
         min_length=1, max_length=6, description="AZ names of the home region to create subnets in, e.g. us-east-1a."
     )
     compute_subnet_prefix: int = Field(
-        20, ge=16, le=28, description="Prefix length of each AZ's private compute subnet (20 → 4091 usable addresses)."
+        default=20,
+        ge=16,
+        le=28,
+        description="Prefix length of each AZ's private compute subnet (20 → 4091 usable addresses).",
     )
 
     @field_validator("vpc_cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
-        ipaddress.ip_network(value)  # raises ValueError with a readable message
-        return value
+        return vpc_cidr(value)
 
 
 class ExistingSubnet(StrictModel):
@@ -63,8 +77,7 @@ class ExistingSubnet(StrictModel):
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
-        ipaddress.ip_network(value)
-        return value
+        return vpc_cidr(value)
 
 
 class ExistingNetwork(StrictModel):
@@ -75,7 +88,7 @@ class ExistingNetwork(StrictModel):
     subnets: list[ExistingSubnet] = Field(min_length=1, description="Private subnets compute nodes may use.")
 
 
-Network = Annotated[Union[NewNetwork, ExistingNetwork], Field(discriminator="mode")]
+Network = Annotated[NewNetwork | ExistingNetwork, Field(discriminator="mode")]
 
 
 class RemoteRegion(StrictModel):
@@ -89,38 +102,44 @@ class RemoteRegion(StrictModel):
 class EfsStorage(StrictModel):
     """An encrypted EFS file system shared by controller and compute nodes."""
 
-    mount_point: str = Field("/shared", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    throughput_mode: Literal["elastic", "bursting"] = Field("elastic", description="EFS throughput mode.")
-    lifecycle_days: int | None = Field(30, ge=1, description="Move files to Infrequent Access after N days; null: never.")
-    backup: bool = Field(True, description="Protect it with an AWS Backup plan.")
+    mount_point: str = Field(default="/shared", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    throughput_mode: Literal["elastic", "bursting"] = Field(default="elastic", description="EFS throughput mode.")
+    lifecycle_days: int | None = Field(
+        default=30, ge=1, description="Move files to Infrequent Access after N days; null: never."
+    )
+    backup: bool = Field(default=True, description="Protect it with an AWS Backup plan.")
 
 
 class FsxLustreStorage(StrictModel):
     """An FSx for Lustre file system (scratch or persistent)."""
 
-    mount_point: str = Field("/fsx", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = Field("SCRATCH_2", description="FSx deployment type.")
-    storage_capacity_gib: int = Field(1200, ge=1200, description="Capacity in GiB (1200 or a multiple of 2400).")
-    per_unit_storage_throughput: int | None = Field(
-        None, description="MB/s/TiB for PERSISTENT_2 (125, 250, 500, 1000)."
+    mount_point: str = Field(default="/fsx", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = Field(
+        default="SCRATCH_2", description="FSx deployment type."
     )
-    s3_import_path: str | None = Field(None, pattern=r"^s3://", description="Optional S3 data repository.")
+    storage_capacity_gib: int = Field(
+        default=1200, ge=1200, description="Capacity in GiB (1200 or a multiple of 2400)."
+    )
+    per_unit_storage_throughput: int | None = Field(
+        default=None, description="MB/s/TiB for PERSISTENT_2 (125, 250, 500, 1000)."
+    )
+    s3_import_path: str | None = Field(default=None, pattern=r"^s3://", description="Optional S3 data repository.")
 
 
 class FsxOntapStorage(StrictModel):
     """An FSx for NetApp ONTAP file system with one NFS volume."""
 
-    mount_point: str = Field("/ontap", pattern=r"^/[^\s]*$", description="Where nodes mount the volume.")
-    storage_capacity_gib: int = Field(1024, ge=1024, description="SSD capacity in GiB.")
-    throughput_mbps: int = Field(128, description="Throughput capacity in MB/s.")
+    mount_point: str = Field(default="/ontap", pattern=r"^/[^\s]*$", description="Where nodes mount the volume.")
+    storage_capacity_gib: int = Field(default=1024, ge=1024, description="SSD capacity in GiB.")
+    throughput_mbps: int = Field(default=128, description="Throughput capacity in MB/s.")
 
 
 class FsxOpenZfsStorage(StrictModel):
     """An FSx for OpenZFS file system."""
 
-    mount_point: str = Field("/zfs", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    storage_capacity_gib: int = Field(64, ge=64, description="Capacity in GiB.")
-    throughput_mbps: int = Field(64, description="Throughput capacity in MB/s.")
+    mount_point: str = Field(default="/zfs", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    storage_capacity_gib: int = Field(default=64, ge=64, description="Capacity in GiB.")
+    throughput_mbps: int = Field(default=64, description="Throughput capacity in MB/s.")
 
 
 class ExtraMount(StrictModel):
@@ -128,17 +147,17 @@ class ExtraMount(StrictModel):
 
     source: str = Field(description="What to mount, e.g. nfs.example.com:/export/tools.")
     mount_point: str = Field(pattern=r"^/[^\s]*$", description="Where to mount it.")
-    fs_type: str = Field("nfs4", description="File system type passed to mount -t.")
-    options: str = Field("defaults,_netdev", description="Mount options.")
+    fs_type: str = Field(default="nfs4", description="File system type passed to mount -t.")
+    options: str = Field(default="defaults,_netdev", description="Mount options.")
 
 
 class Storage(StrictModel):
     """Shared storage. At least one shared file system is needed for home directories and Slurm state."""
 
-    efs: EfsStorage | None = Field(None, description="Create an EFS file system.")
-    fsx_lustre: FsxLustreStorage | None = Field(None, description="Create an FSx for Lustre file system.")
-    fsx_ontap: FsxOntapStorage | None = Field(None, description="Create an FSx for ONTAP file system.")
-    fsx_openzfs: FsxOpenZfsStorage | None = Field(None, description="Create an FSx for OpenZFS file system.")
+    efs: EfsStorage | None = Field(default=None, description="Create an EFS file system.")
+    fsx_lustre: FsxLustreStorage | None = Field(default=None, description="Create an FSx for Lustre file system.")
+    fsx_ontap: FsxOntapStorage | None = Field(default=None, description="Create an FSx for ONTAP file system.")
+    fsx_openzfs: FsxOpenZfsStorage | None = Field(default=None, description="Create an FSx for OpenZFS file system.")
     extra_mounts: list[ExtraMount] = Field(default_factory=list, description="Further mounts on every node.")
 
 
@@ -147,97 +166,111 @@ class Accounting(StrictModel):
     """Slurm accounting (slurmdbd). Shared by every cluster of the file."""
 
     mode: Literal["none", "create", "existing"] = Field(
-        "none", description="`create` an RDS database, use an `existing` endpoint, or `none` (no slurmdbd)."
+        default="none", description="`create` an RDS database, use an `existing` endpoint, or `none` (no slurmdbd)."
     )
     engine: Literal["aurora_serverless_v2", "mariadb_instance"] = Field(
-        "aurora_serverless_v2", description="With `create`: Aurora MySQL Serverless v2 or a single RDS MariaDB."
+        default="aurora_serverless_v2", description="With `create`: Aurora MySQL Serverless v2 or a single RDS MariaDB."
     )
-    instance_class: str = Field("t4g.medium", description="With `mariadb_instance`: the RDS instance class.")
-    deletion_protection: bool = Field(True, description="Protect the database from deletion.")
+    instance_class: str = Field(default="t4g.medium", description="With `mariadb_instance`: the RDS instance class.")
+    deletion_protection: bool = Field(default=True, description="Protect the database from deletion.")
     host_cluster: str | None = Field(
-        None, description="Cluster whose controller runs slurmdbd; default: the first cluster."
+        default=None, description="Cluster whose controller runs slurmdbd; default: the first cluster."
     )
-    endpoint: str | None = Field(None, description="With `existing`: host:port of the database.")
-    secret_arn: str | None = Field(None, description="With `existing`: Secrets Manager secret with the credentials.")
+    endpoint: str | None = Field(
+        default=None, pattern=HOST_PORT_PATTERN, description="With `existing`: host:port of the database."
+    )
+    secret_arn: str | None = Field(
+        default=None, description="With `existing`: Secrets Manager secret with the credentials."
+    )
 
 
 class Images(StrictModel):
     """AMIs baked by EC2 Image Builder for controllers and compute."""
 
-    base_os: Literal["rocky9", "rhel9", "al2023", "ubuntu2204"] = Field("rocky9", description="Base OS of every AMI.")
-    slurm_version: str = Field("24.05.4", pattern=r"^\d+\.\d+\.\d+$", description="Slurm built from source.")
+    base_os: Literal["rocky9", "rhel9", "al2023", "ubuntu2204"] = Field(
+        default="rocky9", description="Base OS of every AMI."
+    )
+    slurm_version: str = Field(default="24.05.4", pattern=r"^\d+\.\d+\.\d+$", description="Slurm built from source.")
     rebuild_schedule: str | None = Field(
-        "cron(0 4 ? * SUN *)", description="Image Builder schedule expression; null: build only on deploy."
+        default="cron(0 4 ? * SUN *)", description="Image Builder schedule expression; null: build only on deploy."
     )
 
 
 class Controller(StrictModel):
     """The Slurm controller(s)."""
 
-    instance_type: str = Field("c7i.xlarge", pattern=INSTANCE_TYPE_PATTERN, description="Controller instance type.")
-    count: Literal[1, 2] = Field(1, description="1, or 2 for a primary + backup in different AZs.")
+    instance_type: str = Field(
+        default="c7i.xlarge", pattern=INSTANCE_TYPE_PATTERN, description="Controller instance type."
+    )
+    count: Literal[1, 2] = Field(default=1, description="1, or 2 for a primary + backup in different AZs.")
 
 
 # ---------------------------------------------------------------- partitions and pools
 class GpuSettings(StrictModel):
     """GPU settings of a pool (GPU count and type come from the instance cache)."""
 
-    health_check: bool = Field(True, description="Run the GPU health checks on these nodes.")
-    nccl_min_busbw_gbps: float | None = Field(None, gt=0, description="Minimum all_reduce bus bandwidth.")
+    health_check: bool = Field(default=True, description="Run the GPU health checks on these nodes.")
+    nccl_min_busbw_gbps: float | None = Field(default=None, gt=0, description="Minimum all_reduce bus bandwidth.")
 
 
 class Pool(StrictModel):
     """A set of interchangeable instances. Node names are `{partition}-{pool}-{index}`."""
 
-    name: str = Field(pattern=NAME_PATTERN, max_length=20, description="Pool name (lowercase letters and digits).")
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        max_length=40,
+        description="Pool name (lowercase letters and digits); `{partition}-{pool}-{index}` must fit 63 characters.",
+    )
     instance_types: list[Annotated[str, Field(pattern=INSTANCE_TYPE_PATTERN)]] = Field(
         min_length=1, description="Instance types, in order of preference; one architecture."
     )
-    purchase_option: PurchaseOption = Field(PurchaseOption.ON_DEMAND, description="on_demand, spot, or both.")
+    purchase_option: PurchaseOption = Field(default=PurchaseOption.ON_DEMAND, description="on_demand, spot, or both.")
     availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] | None = Field(
-        None, description="AZs in priority order (may span regions); default: every AZ of the home network."
+        default=None, description="AZs in priority order (may span regions); default: every AZ of the home network."
     )
-    min_nodes: int = Field(0, ge=0, description="Always-on nodes (never suspended).")
+    min_nodes: int = Field(default=0, ge=0, description="Always-on nodes (never suspended).")
     max_nodes: int = Field(ge=1, le=10000, description="Largest number of nodes.")
-    placement_group: bool = Field(False, description="Launch into a cluster placement group (single AZ).")
-    gpu: GpuSettings | None = Field(None, description="GPU settings, for GPU instance types.")
+    placement_group: bool = Field(default=False, description="Launch into a cluster placement group (single AZ).")
+    gpu: GpuSettings | None = Field(default=None, description="GPU settings, for GPU instance types.")
     features: list[str] = Field(default_factory=list, description="Extra Slurm node features.")
-    weight: int | None = Field(None, ge=1, description="Override the price-derived Slurm node weight.")
+    weight: int | None = Field(default=None, ge=1, description="Override the price-derived Slurm node weight.")
 
 
 class Partition(StrictModel):
     """A Slurm partition made of pools."""
 
-    name: str = Field(pattern=NAME_PATTERN, max_length=20, description="Partition name.")
-    default: bool = Field(False, description="The default partition (at most one).")
+    name: str = Field(pattern=NAME_PATTERN, max_length=40, description="Partition name (lowercase letters and digits).")
+    default: bool = Field(default=False, description="The default partition (at most one).")
     pools: list[Pool] = Field(min_length=1, description="Pools whose nodes form this partition.")
-    max_time: str = Field("INFINITE", description="Slurm MaxTime.")
-    priority_tier: int = Field(1, ge=0, le=65533, description="Slurm PriorityTier (partition preemption).")
-    interactive: bool = Field(False, description="An interactive partition (may preempt batch ones).")
+    max_time: str = Field(default="INFINITE", description="Slurm MaxTime.")
+    priority_tier: int = Field(default=1, ge=0, le=65533, description="Slurm PriorityTier (partition preemption).")
+    interactive: bool = Field(default=False, description="An interactive partition (may preempt batch ones).")
 
 
 class Preemption(StrictModel):
     """How jobs preempt each other."""
 
-    type: Literal["none", "partition_priority", "qos"] = Field("none", description="Slurm PreemptType.")
-    mode: Literal["requeue", "suspend", "cancel"] = Field("requeue", description="Slurm PreemptMode.")
-    grace_time: int = Field(0, ge=0, description="Seconds a preempted job gets to finish (GraceTime).")
+    type: Literal["none", "partition_priority", "qos"] = Field(default="none", description="Slurm PreemptType.")
+    mode: Literal["requeue", "suspend", "cancel"] = Field(default="requeue", description="Slurm PreemptMode.")
+    grace_time: int = Field(default=0, ge=0, description="Seconds a preempted job gets to finish (GraceTime).")
 
 
 class HealthChecks(StrictModel):
     """Node health checks."""
 
-    interval: int = Field(300, ge=30, description="HealthCheckInterval in seconds.")
-    impaired_threshold: int = Field(300, ge=60, description="Seconds an EC2 status may stay impaired.")
+    interval: int = Field(default=300, ge=30, description="HealthCheckInterval in seconds.")
+    impaired_threshold: int = Field(default=300, ge=60, description="Seconds an EC2 status may stay impaired.")
 
 
 class SlurmTimers(StrictModel):
     """Power-save timers and capacity cool-down."""
 
-    suspend_time: int = Field(300, ge=10, description="Idle seconds before a node is powered down.")
-    suspend_timeout: int = Field(120, ge=10, description="Seconds allowed for a power-down.")
-    resume_timeout: int = Field(600, ge=30, description="Seconds allowed for a node to boot and register.")
-    capacity_cooldown: int = Field(600, ge=0, description="Seconds a pool/AZ is skipped after a capacity error.")
+    suspend_time: int = Field(default=300, ge=10, description="Idle seconds before a node is powered down.")
+    suspend_timeout: int = Field(default=120, ge=10, description="Seconds allowed for a power-down.")
+    resume_timeout: int = Field(default=600, ge=30, description="Seconds allowed for a node to boot and register.")
+    capacity_cooldown: int = Field(
+        default=600, ge=0, description="Seconds a pool/AZ is skipped after a capacity error."
+    )
 
 
 class Cluster(StrictModel):
@@ -245,7 +278,7 @@ class Cluster(StrictModel):
 
     name: str = Field(pattern=CLUSTER_NAME_PATTERN, max_length=32, description="Cluster name (Slurm ClusterName).")
     region: str = Field(pattern=REGION_PATTERN, description="Home region (controllers, storage).")
-    account_id: str | None = Field(None, pattern=r"^\d{12}$", description="AWS account id to deploy to.")
+    account_id: str | None = Field(default=None, pattern=r"^\d{12}$", description="AWS account id to deploy to.")
     network: Network = Field(description="Network of the home region.")
     remote_regions: list[RemoteRegion] = Field(default_factory=list, description="Extra regions pools may use.")
     storage: Storage = Field(default_factory=Storage, description="Shared storage.")
@@ -262,7 +295,10 @@ class Cluster(StrictModel):
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
         for value in values:
-            ipaddress.ip_network(value)
+            try:
+                ipaddress.ip_network(value)
+            except ValueError as exc:
+                raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
         return values
 
 
@@ -272,10 +308,12 @@ class License(StrictModel):
 
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$", description="License (feature) name as jobs request it.")
     count: int = Field(ge=0, description="Licenses Slurm may hand out.")
-    server_type: Literal["flexlm", "rlm", "static"] = Field("static", description="Where counts come from.")
-    server: str | None = Field(None, pattern=r"^\d+@[A-Za-z0-9.-]+$", description="port@host of the server.")
-    feature: str | None = Field(None, description="Feature name on the server; default: `name`.")
-    sync_schedule: str | None = Field(None, description="systemd OnCalendar expression for the sync; null: none.")
+    server_type: Literal["flexlm", "rlm", "static"] = Field(default="static", description="Where counts come from.")
+    server: str | None = Field(default=None, pattern=r"^\d+@[A-Za-z0-9.-]+$", description="port@host of the server.")
+    feature: str | None = Field(default=None, description="Feature name on the server; default: `name`.")
+    sync_schedule: str | None = Field(
+        default=None, description="systemd OnCalendar expression for the sync; null: none."
+    )
     clusters: dict[str, int] = Field(
         default_factory=dict, description="Percent of the licenses each cluster may use; default: 100 for all."
     )
@@ -294,7 +332,7 @@ class ElasticSlurmConfig(StrictModel):
     clusters: list[Cluster] = Field(min_length=1, description="The clusters.")
     accounting: Accounting = Field(default_factory=Accounting, description="Shared Slurm accounting.")
     licenses: list[License] = Field(default_factory=list, description="Remote licenses.")
-    federation: Federation | None = Field(None, description="Optional federation of the clusters.")
+    federation: Federation | None = Field(default=None, description="Optional federation of the clusters.")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource.")
 
     def cluster(self, name: str) -> Cluster:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_config import ConfigInvalid, ElasticSlurmConfig, load
+from elastic_slurm.errors import UserError
 
 
 def register(sub: Any) -> None:
@@ -26,9 +27,10 @@ def summary(config: ElasticSlurmConfig) -> list[str]:
     lines = []
     for cluster in config.clusters:
         pools = [p for part in cluster.partitions for p in part.pools]
+        always_on, most = sum(p.min_nodes for p in pools), sum(p.max_nodes for p in pools)
         lines.append(
-            f"  cluster {cluster.name} ({cluster.region}): {len(cluster.partitions)} partition(s), {len(pools)} pool(s), "
-            f"{sum(p.min_nodes for p in pools)} always-on / {sum(p.max_nodes for p in pools)} max nodes"
+            f"  cluster {cluster.name} ({cluster.region}): {len(cluster.partitions)} partition(s), "
+            f"{len(pools)} pool(s), {always_on} always-on / {most} max nodes"
         )
     extras = [f"accounting={config.accounting.mode}"]
     if config.licenses:
@@ -68,7 +70,10 @@ def run_schema(args: argparse.Namespace) -> int:
     """Print or write the JSON Schema."""
     text = json.dumps(json_schema(), indent=2) + "\n"
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return 0

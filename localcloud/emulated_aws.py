@@ -1,0 +1,179 @@
+"""The emulated AWS API: moto in server mode on 127.0.0.1 (one process, every region) behind the fault middleware.
+
+Run standalone: `python -m localcloud.emulated_aws --port P [--log-dir D]` (prints `READY <url>` when serving).
+From Python: `EmulatedAws.start(log_dir)` starts that as a child process and returns a handle to talk to it; `stop()`
+ends exactly that process. Clients use dummy credentials; nothing leaves the loopback interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localcloud.faults import Faults
+
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class EmulatedAws:
+    """Handle to a running emulated AWS server process."""
+
+    url: str
+    pid: int
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def start(cls, log_dir: Path, port: int | None = None, timeout: float = 60.0) -> EmulatedAws:
+        """Start the server as a child process and wait until it answers."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        port = port or free_port()
+        log = open(log_dir / "emulated-aws.log", "ab")  # noqa: SIM115 - handed to the child
+        process = subprocess.Popen(
+            [sys.executable, "-m", "localcloud.emulated_aws", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        log.close()
+        handle = cls(url=f"http://127.0.0.1:{port}", pid=process.pid, process=process)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"emulated AWS exited with {process.returncode}; see {log_dir}/emulated-aws.log")
+            try:
+                handle._request("GET", "/_localcloud/faults")
+                return handle
+            except OSError:
+                time.sleep(0.2)
+        handle.stop()
+        raise RuntimeError(f"emulated AWS did not answer on {handle.url} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        """Stop the server process we started (by PID; SIGTERM, then SIGKILL)."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
+    def client(self, service: str, region: str = "us-east-1") -> Any:
+        """A boto3 client for this server, with dummy credentials."""
+        import boto3
+
+        return boto3.client(  # type: ignore[call-overload]  # service is a runtime string
+            service,
+            region_name=region,
+            endpoint_url=self.url,
+            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=DUMMY_CREDENTIALS["AWS_SESSION_TOKEN"],
+        )
+
+    def set_faults(self, faults: Faults) -> None:
+        """Replace the active faults."""
+        self._request("POST", "/_localcloud/faults", faults.to_json())
+
+    def clear_faults(self) -> None:
+        """No faults."""
+        self.set_faults(Faults())
+
+    def call_counts(self) -> dict[str, int]:
+        """AWS calls since the last reset, by `service:Action`."""
+        counts: dict[str, int] = self._request("GET", "/_localcloud/calls")
+        return counts
+
+    def reset_call_counts(self) -> None:
+        """Zero the call counters."""
+        self._request("POST", "/_localcloud/calls/reset", {})
+
+    def _request(self, method: str, path: str, payload: Any = None) -> Any:
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"null")
+
+
+def build_app() -> Any:
+    """moto's multi-service WSGI app wrapped in the fault middleware."""
+    from moto.ec2.models import ec2_backends
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    from localcloud.fault_middleware import FaultMiddleware
+
+    account = "123456789012"
+
+    def subnet_az(region: str, subnet_id: str) -> str | None:
+        try:
+            return str(ec2_backends[account][region].get_subnet(subnet_id).availability_zone)
+        except Exception:  # unknown subnet: moto itself will answer with the proper error
+            return None
+
+    def template_type(region: str, template_id: str) -> str | None:
+        try:
+            data = ec2_backends[account][region].get_launch_template(template_id).default_version().data
+            value = data.get("InstanceType")
+            return str(value) if value else None
+        except Exception:
+            return None
+
+    return FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type)
+
+
+def serve(port: int) -> None:
+    """Serve until SIGTERM."""
+    from moto.moto_server.threaded_moto_server import MotoRequestHandler  # type: ignore[attr-defined]
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", port, build_app(), threaded=True, request_handler=MotoRequestHandler)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def main() -> None:
+    """Command-line entry: `python -m localcloud.emulated_aws --port P`."""
+    parser = argparse.ArgumentParser(description="Emulated AWS API (moto server + fault injection) on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
+    args = parser.parse_args()
+    serve(args.port or free_port())
+
+
+if __name__ == "__main__":
+    main()

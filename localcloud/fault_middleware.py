@@ -1,0 +1,252 @@
+"""WSGI middleware in front of moto: counts calls, injects `Faults`, and gives EC2 launches real-EC2 semantics.
+
+What it adds to moto, request by request:
+- call counts by `service:Action` (the benchmark's and the tests' way to count AWS calls);
+- latency, throttling (`RequestLimitExceeded`, 503, call not executed) and lost responses (call executed, 500 returned);
+- capacity errors: RunInstances fails as a whole (HTTP 500, like EC2); CreateFleet instant drops the matching overrides
+  and reports each in the response's `errorSet`, as EC2 does;
+- ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again).
+Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+from xml.sax.saxutils import escape
+
+from localcloud.faults import Faults
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+# (ec2 region, thing) → answer; looked up in the moto backend of the same process.
+SubnetAz = Callable[[str, str], str | None]
+TemplateType = Callable[[str, str], str | None]
+
+_CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
+_OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
+_IDEMPOTENT = ("RunInstances", "CreateFleet")
+
+
+def ec2_error(code: str, message: str, status: str) -> tuple[str, list[tuple[str, str]], bytes]:
+    """An EC2 (query protocol) error response."""
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code>'
+        f"<Message>{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+    ).encode()
+    return status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body
+
+
+class FaultMiddleware:
+    """Wraps moto's WSGI app; thread-safe (the server is threaded)."""
+
+    def __init__(self, app: WsgiApp, subnet_az: SubnetAz, template_type: TemplateType) -> None:
+        self.app = app
+        self.subnet_az = subnet_az
+        self.template_type = template_type
+        self.faults = Faults()
+        self.counts: Counter[str] = Counter()
+        self.lost_left: dict[str, int] = {}
+        self.answers: dict[tuple[str, str, str], tuple[str, list[tuple[str, str]], bytes]] = {}
+        self.ec2_calls = 0
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------------ WSGI entry
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/_localcloud/"):
+            status, headers, body = self._control(environ, path)
+            start_response(status, headers)
+            return [body]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        service, region = self._scope(environ)
+        params = self._params(environ, raw)
+        action = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2] or params.get("Action", "?")
+        with self.lock:
+            self.counts[f"{service}:{action}"] += 1
+            faults = self.faults
+        if faults.latency_ms:
+            time.sleep(faults.latency_ms / 1000)
+        if service != "ec2":
+            return self.app(environ, start_response)
+        status, headers, body = self._ec2(environ, raw, params, action, region, faults)
+        start_response(status, headers)
+        return [body]
+
+    # ------------------------------------------------------------------ EC2
+    def _ec2(
+        self, environ: dict[str, Any], raw: bytes, params: dict[str, str], action: str, region: str, faults: Faults
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
+        with self.lock:
+            self.ec2_calls += 1
+            if faults.throttle_every and self.ec2_calls % faults.throttle_every == 0:
+                return ec2_error("RequestLimitExceeded", "Request limit exceeded.", "503 Service Unavailable")
+        token = params.get("ClientToken")
+        key = (region, action, token or "")
+        if action in _IDEMPOTENT and token:
+            with self.lock:
+                if key in self.answers:
+                    return self.answers[key]
+        if action == "RunInstances":
+            answer = self._run_instances(environ, raw, params, region, faults)
+        elif action == "CreateFleet":
+            answer = self._create_fleet(environ, params, region, faults)
+        else:
+            answer = self._forward(environ, raw)
+        if action in _IDEMPOTENT and token and answer[0].startswith("200"):
+            with self.lock:
+                self.answers[key] = answer
+        with self.lock:
+            if self.lost_left.get(action, 0) > 0:
+                self.lost_left[action] -= 1
+                return ec2_error(
+                    "InternalError", "An internal error has occurred (lost response).", "500 Internal Server Error"
+                )
+        return answer
+
+    def _run_instances(
+        self, environ: dict[str, Any], raw: bytes, params: dict[str, str], region: str, faults: Faults
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
+        itype = params.get("InstanceType") or self.template_type(
+            region, params.get("LaunchTemplate.LaunchTemplateId", "")
+        )
+        subnet = params.get("SubnetId") or params.get("NetworkInterface.1.SubnetId")
+        az = params.get("Placement.AvailabilityZone") or (self.subnet_az(region, subnet) if subnet else None)
+        market = "spot" if params.get("InstanceMarketOptions.MarketType") == "spot" else "on-demand"
+        code = faults.capacity_error(itype, az, region, market)
+        if code:
+            return ec2_error(
+                code, f"We currently do not have sufficient {itype} capacity in {az}.", "500 Internal Server Error"
+            )
+        return self._forward(environ, raw)
+
+    def _create_fleet(
+        self, environ: dict[str, Any], params: dict[str, str], region: str, faults: Faults
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
+        market = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
+        overrides: dict[tuple[int, int], dict[str, str]] = {}
+        rest: dict[str, str] = {}
+        for name, value in params.items():
+            match = _OVERRIDE.match(name)
+            if match:
+                overrides.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+            else:
+                rest[name] = value
+        kept: dict[int, list[dict[str, str]]] = {}
+        errors: list[str] = []
+        for (cfg, _idx), override in sorted(overrides.items()):
+            template = rest.get(f"LaunchTemplateConfigs.{cfg}.LaunchTemplateSpecification.LaunchTemplateId", "")
+            itype = override.get("InstanceType") or self.template_type(region, template)
+            az = override.get("AvailabilityZone") or self.subnet_az(region, override.get("SubnetId", ""))
+            code = faults.capacity_error(itype, az, region, market)
+            if code is None:
+                kept.setdefault(cfg, []).append(override)
+            else:
+                errors.append(_fleet_error_item(template, override, az, market, code))
+        if overrides and not kept:
+            return _fleet_response(f"fleet-{uuid.uuid4().hex[:17]}", errors)
+        for (cfg, _idx), _override in overrides.items():
+            rest.pop(f"LaunchTemplateConfigs.{cfg}.Overrides", None)
+        for cfg, items in kept.items():
+            for j, override in enumerate(items, start=1):
+                for field, value in override.items():
+                    rest[f"LaunchTemplateConfigs.{cfg}.Overrides.{j}.{field}"] = value
+        body = urlencode(rest).encode()
+        environ["CONTENT_LENGTH"] = str(len(body))
+        status, headers, answer = self._forward(environ, body)
+        if errors and status.startswith("200"):
+            answer = answer.replace(
+                b"</CreateFleetResponse>", f"<errorSet>{''.join(errors)}</errorSet></CreateFleetResponse>".encode()
+            )
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"] + [
+                ("Content-Length", str(len(answer)))
+            ]
+        return status, headers, answer
+
+    # ------------------------------------------------------------------ plumbing
+    def _forward(self, environ: dict[str, Any], raw: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+        environ["wsgi.input"] = io.BytesIO(raw)
+        environ["CONTENT_LENGTH"] = str(len(raw))
+        captured: dict[str, Any] = {}
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            captured["status"], captured["headers"] = status, list(headers)
+
+        chunks = self.app(environ, start)
+        try:
+            body = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close:
+                close()
+        return captured["status"], captured["headers"], body
+
+    @staticmethod
+    def _scope(environ: dict[str, Any]) -> tuple[str, str]:
+        match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        return (match[2], match[1]) if match else ("?", "us-east-1")
+
+    @staticmethod
+    def _params(environ: dict[str, Any], raw: bytes) -> dict[str, str]:
+        params = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+        if "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+            params.update(parse_qsl(raw.decode(), keep_blank_values=True))
+        return params
+
+    def _control(self, environ: dict[str, Any], path: str) -> tuple[str, list[tuple[str, str]], bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        with self.lock:
+            if path == "/_localcloud/faults" and method == "POST":
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                self.faults = Faults.from_json(json.loads(environ["wsgi.input"].read(length) or b"{}"))
+                self.lost_left = dict(self.faults.lose_responses)
+                payload: Any = self.faults.to_json()
+            elif path == "/_localcloud/faults":
+                payload = self.faults.to_json()
+            elif path == "/_localcloud/calls/reset" and method == "POST":
+                self.counts.clear()
+                payload = {}
+            elif path == "/_localcloud/calls":
+                payload = dict(self.counts)
+            else:
+                return "404 Not Found", [("Content-Type", "application/json")], b'{"error": "unknown control path"}'
+        body = json.dumps(payload).encode()
+        return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body
+
+
+def _fleet_error_item(template: str, override: dict[str, str], az: str | None, market: str, code: str) -> str:
+    fields = "".join(
+        f"<{tag}>{escape(value)}</{tag}>"
+        for tag, value in (
+            ("instanceType", override.get("InstanceType", "")),
+            ("subnetId", override.get("SubnetId", "")),
+            ("availabilityZone", az or ""),
+        )
+        if value
+    )
+    return (
+        "<item><launchTemplateAndOverrides><launchTemplateSpecification>"
+        f"<launchTemplateId>{escape(template)}</launchTemplateId></launchTemplateSpecification>"
+        f"<overrides>{fields}</overrides></launchTemplateAndOverrides><lifecycle>{market}</lifecycle>"
+        f"<errorCode>{code}</errorCode><errorMessage>There is no {escape(override.get('InstanceType', ''))} capacity "
+        f"in {escape(az or '?')}.</errorMessage></item>"
+    )
+
+
+def _fleet_response(fleet_id: str, errors: list[str]) -> tuple[str, list[tuple[str, str]], bytes]:
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><fleetId>{fleet_id}</fleetId><errorSet>{''.join(errors)}</errorSet>"
+        "<fleetInstanceSet/></CreateFleetResponse>"
+    ).encode()
+    return "200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body
