@@ -21,8 +21,8 @@ from cluster_config.model import ElasticSlurmConfig
 
 # What a value matching each pattern looks like, for errors people can act on.
 PATTERN_HINTS = {
-    model.NAME_PATTERN: "lowercase letters and digits, starting with a letter",
-    model.CLUSTER_NAME_PATTERN: "lowercase letters, digits and '-', starting with a letter, at least 2 characters",
+    model.NAME_PATTERN: "a name of lowercase letters and digits, starting with a letter",
+    model.CLUSTER_NAME_PATTERN: "a cluster name of lowercase letters, digits and '-' (2 or more, starting with a letter)",
     model.REGION_PATTERN: "a region name like us-east-1",
     model.AZ_PATTERN: "an availability zone name like us-east-1a",
     model.INSTANCE_TYPE_PATTERN: "an instance type like c7i.large",
@@ -49,7 +49,9 @@ class _StrictYamlLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, typing.Hashable) and key in seen:
+            if not isinstance(key, typing.Hashable):
+                continue  # SafeLoader reports unhashable keys itself
+            if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)

@@ -50,9 +50,12 @@ class NewNetwork(StrictModel):
     """Create a VPC with one private compute subnet per availability zone."""
 
     mode: Literal["create"] = Field(description="`create`: the stacks build a new VPC.")
-    vpc_cidr: str = Field(default="10.0.0.0/16", description="CIDR block of the new VPC.")
+    vpc_cidr: str = Field(
+        default="10.0.0.0/16",
+        description="IPv4 CIDR block of the new VPC (/16 to /28); VPCs of one cluster must not overlap.",
+    )
     availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] = Field(
-        min_length=1, max_length=6, description="AZ names of the home region to create subnets in, e.g. us-east-1a."
+        min_length=1, max_length=6, description="AZs of this network's region to create subnets in, e.g. us-east-1a."
     )
     compute_subnet_prefix: int = Field(
         default=20,
@@ -72,7 +75,9 @@ class ExistingSubnet(StrictModel):
 
     subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$", description="Subnet id.")
     availability_zone: str = Field(pattern=AZ_PATTERN, description="AZ name the subnet lives in.")
-    cidr: str = Field(description="The subnet's CIDR; used to check that max nodes fit its address space.")
+    cidr: str = Field(
+        description="The subnet's IPv4 CIDR (/16 to /28); used to check that max nodes fit its address space."
+    )
 
     @field_validator("cidr")
     @classmethod
@@ -226,7 +231,9 @@ class Pool(StrictModel):
     )
     purchase_option: PurchaseOption = Field(default=PurchaseOption.ON_DEMAND, description="on_demand, spot, or both.")
     availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] | None = Field(
-        default=None, description="AZs in priority order (may span regions); default: every AZ of the home network."
+        default=None,
+        min_length=1,
+        description="AZs in priority order (may span regions); default: every AZ of the home network.",
     )
     min_nodes: int = Field(default=0, ge=0, description="Always-on nodes (never suspended).")
     max_nodes: int = Field(ge=1, le=10000, description="Largest number of nodes.")
@@ -315,7 +322,9 @@ class License(StrictModel):
         default=None, description="systemd OnCalendar expression for the sync; null: none."
     )
     clusters: dict[str, int] = Field(
-        default_factory=dict, description="Percent of the licenses each cluster may use; default: 100 for all."
+        default_factory=dict,
+        description="Percent of the licenses each cluster may use; at most 100 in all (Slurm refuses more). "
+        "Default: 100 for all.",
     )
 
 
@@ -324,6 +333,34 @@ class Federation(StrictModel):
 
     name: str = Field(pattern=CLUSTER_NAME_PATTERN, description="Federation name.")
     clusters: list[str] = Field(min_length=2, description="Names of the member clusters.")
+    cluster_features: dict[str, list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]]] = Field(
+        default_factory=dict,
+        description="Slurm cluster features per member (jobs pick clusters with `--cluster-constraint`).",
+    )
+
+
+class SlurmQos(StrictModel):
+    """A Slurm QOS applied with sacctmgr (idempotently; QOS not in the file are left alone)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="QOS name.")
+    description: str | None = Field(default=None, description="Free text; default: the name.")
+    priority: int = Field(default=0, ge=0, description="QOS priority (adds to the job priority).")
+    preempt: list[str] = Field(default_factory=list, description="QOS this one may preempt (with preemption type qos).")
+    preempt_mode: Literal["cluster", "requeue", "suspend", "cancel"] = Field(
+        default="cluster", description="PreemptMode of jobs in this QOS; `cluster`: the cluster's mode."
+    )
+
+
+class SlurmAccount(StrictModel):
+    """A Slurm account and its users, applied with sacctmgr on every cluster (never deleted automatically)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="Account name.")
+    description: str | None = Field(default=None, description="Free text; default: the name.")
+    organization: str | None = Field(default=None, description="Organization; default: the name.")
+    parent: str = Field(default="root", description="Parent account.")
+    users: list[Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_.-]*$")]] = Field(
+        default_factory=list, description="Users of the account; a user's default account is the first listing them."
+    )
 
 
 class ElasticSlurmConfig(StrictModel):
@@ -333,6 +370,8 @@ class ElasticSlurmConfig(StrictModel):
     accounting: Accounting = Field(default_factory=Accounting, description="Shared Slurm accounting.")
     licenses: list[License] = Field(default_factory=list, description="Remote licenses.")
     federation: Federation | None = Field(default=None, description="Optional federation of the clusters.")
+    accounts: list[SlurmAccount] = Field(default_factory=list, description="Slurm accounts and users (sacctmgr).")
+    qos: list[SlurmQos] = Field(default_factory=list, description="Slurm QOS (sacctmgr).")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource.")
 
     def cluster(self, name: str) -> Cluster:

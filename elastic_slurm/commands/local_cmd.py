@@ -1,7 +1,125 @@
-"""Placeholder: `local_cmd` is being written (see the issue tracker); registers nothing yet."""
+"""`elastic-slurm local up|down|status|interrupt`: the local cloud (real Slurm daemons + emulated AWS on this machine).
 
+See docs/local-cloud.md. Everything lives under one state directory (default /var/tmp/elastic-slurm-local);
+`down` stops exactly the processes recorded there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import Counter
+from pathlib import Path
 from typing import Any
+
+from elastic_slurm.errors import UserError
+
+DEFAULT_STATE_DIR = "/var/tmp/elastic-slurm-local"
 
 
 def register(sub: Any) -> None:
-    """Register nothing until the command exists."""
+    """Add the `local` command group."""
+    local = sub.add_parser("local", help="run the cluster locally: real Slurm daemons + emulated AWS")
+    actions = local.add_subparsers(dest="local_command", required=True, parser_class=type(local))
+
+    up = actions.add_parser("up", help="start a local cloud for a cluster config")
+    up.add_argument("config", metavar="CONFIG", help="cluster YAML (e.g. cluster_config/examples/local-demo.yaml)")
+    up.add_argument("--cluster", help="cluster of the file to run (default: the first)")
+    up.add_argument("--boot-delay", type=float, default=2.0, help="seconds an emulated instance takes to boot")
+    up.add_argument("--boot-failure-rate", type=float, default=0.0, help="fraction of boots that fail (0..1)")
+    up.set_defaults(func=run_up)
+
+    down = actions.add_parser("down", help="stop every process of the local cloud")
+    down.set_defaults(func=run_down)
+
+    status = actions.add_parser("status", help="daemons, Slurm nodes and emulated instances")
+    status.set_defaults(func=run_status)
+
+    interrupt = actions.add_parser("interrupt", help="emulate a spot interruption: AWS terminates an instance")
+    interrupt.add_argument("target", metavar="NODE_OR_INSTANCE", help="a Slurm node name or an instance id (i-...)")
+    interrupt.set_defaults(func=run_interrupt)
+
+    for parser in (up, down, status, interrupt):
+        parser.add_argument(
+            "--state-dir",
+            default=os.environ.get("ELASTIC_SLURM_LOCAL_DIR", DEFAULT_STATE_DIR),
+            help=f"state directory (default: $ELASTIC_SLURM_LOCAL_DIR or {DEFAULT_STATE_DIR})",
+        )
+
+
+def _cloud(args: argparse.Namespace) -> Any:
+    from localcloud.cloud import LocalCloud
+
+    return LocalCloud(args.state_dir)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """Start the local cloud."""
+    from localcloud.cloud import LocalCloudError
+
+    if not Path(args.config).is_file():
+        raise UserError(f"CONFIG: no such file: {args.config}")
+    if not 0 <= args.boot_failure_rate <= 1:
+        raise UserError(f"--boot-failure-rate: must be between 0 and 1, got {args.boot_failure_rate}")
+    if args.boot_delay < 0:
+        raise UserError(f"--boot-delay: must not be negative, got {args.boot_delay}")
+    if os.geteuid() != 0:
+        raise UserError("local up: must run as root (slurmd/slurmctld run as root in the local cloud)")
+    cloud = _cloud(args)
+    try:
+        info = cloud.up(args.config, args.cluster, args.boot_delay, args.boot_failure_rate)
+    except LocalCloudError as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    print(f"local cloud '{info.cluster}' is up; state dir {cloud.layout.root}")
+    print(f"  export SLURM_CONF={cloud.layout.slurm_conf}")
+    print(f"  emulated AWS: {info.aws_endpoint_url} (regions: {', '.join(info.regions)})")
+    print("  try: sbatch --wrap hostname; squeue; sinfo; elastic-slurm local status; elastic-slurm local down")
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """Stop the local cloud's processes."""
+    stopped = _cloud(args).down()
+    print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}" if stopped else " (nothing was running)"))
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print daemons, nodes and instances; exit 1 when the local cloud is not (fully) running."""
+    from localcloud.cloud import LocalCloudError
+    from localcloud.ops import OpsError
+
+    cloud = _cloud(args)
+    try:
+        status = cloud.status()
+    except (LocalCloudError, OpsError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"state dir {status.state_dir}")
+    for name, pid in status.daemons.items():
+        print(f"  {name:16} {'pid ' + str(pid) if pid else 'not running'}")
+    states = Counter(status.nodes.values())
+    print(f"nodes: {len(status.nodes)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none'})")
+    for node, state in sorted(status.nodes.items()):
+        if not state.endswith("~"):
+            print(f"  {node:24} {state}")
+    per_az = Counter((i.region, i.availability_zone) for i in status.instances)
+    print(f"instances (pending/running): {len(status.instances)}")
+    for (region, az), count in sorted(per_az.items()):
+        print(f"  {region:12} {az:14} {count}")
+    return 0 if all(status.daemons.values()) else 1
+
+
+def run_interrupt(args: argparse.Namespace) -> int:
+    """Terminate an instance as a spot interruption would."""
+    from localcloud.cloud import LocalCloudError
+    from localcloud.ops import OpsError
+
+    cloud = _cloud(args)
+    try:
+        target = args.target
+        instance_id = target if target.startswith("i-") else cloud.instance_of_node(target).instance_id
+        cloud.interrupt(instance_id)
+    except (LocalCloudError, OpsError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"interrupted {instance_id}")
+    return 0

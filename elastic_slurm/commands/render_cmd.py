@@ -1,7 +1,107 @@
-"""Placeholder: `render_cmd` is being written (see the issue tracker); registers nothing yet."""
+"""`elastic-slurm render FILE --out DIR`: write the slurm.conf fragment, gres.conf and runtime manifest of a cluster.
 
+Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slurm.conf), `gres.conf` (GPU pools only),
+`manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
+file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
+
+from cluster_config import load
+from elastic_slurm.errors import UserError
+from slurm_plugin.instance_cache import CacheError, load_cache
+from slurm_plugin.manifest import DeployedInfra, write_manifest
+from slurm_plugin.render import Rendered, RenderError, RenderOptions, render_cluster
+from slurm_plugin.render_manifest import placeholder_infra
+
+SLURM_CONF_NAME = "slurm-elastic.conf"
+GRES_CONF_NAME = "gres.conf"
+MANIFEST_NAME = "manifest.json"
+PROLOG_ENV_NAME = "prolog-wait-for-boot.env"
 
 
 def register(sub: Any) -> None:
-    """Register nothing until the command exists."""
+    """Add the `render` subcommand."""
+    render = sub.add_parser("render", help="write slurm.conf fragments, gres.conf and the runtime manifest")
+    render.add_argument("file", metavar="FILE", help="cluster YAML file")
+    render.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    render.add_argument("--cluster", metavar="NAME", help="render only this cluster (needed with --infra)")
+    render.add_argument("--cache", metavar="CACHE.json", help="instance cache from `instance-cache refresh`")
+    render.add_argument(
+        "--infra", metavar="INFRA.json", help="deployed ids (subnets, launch templates); default: placeholders"
+    )
+    render.set_defaults(func=run_render)
+
+
+def run_render(args: argparse.Namespace) -> int:
+    """Render the selected cluster(s) into --out."""
+    config = load(args.file)
+    if not args.cache:
+        raise UserError("--cache: an instance cache is needed; build one with `elastic-slurm instance-cache refresh`")
+    try:
+        cache = load_cache(args.cache)
+    except CacheError as exc:
+        raise UserError(f"--cache: {exc}") from None
+    names = [args.cluster] if args.cluster else [c.name for c in config.clusters]
+    if args.infra and len(names) > 1:
+        raise UserError("--infra: the file has several clusters; choose one with --cluster")
+    out = Path(args.out)
+    for name in names:
+        target = out / name if len(names) > 1 else out
+        try:
+            infra = _infra(args.infra) if args.infra else placeholder_infra(config.cluster(name))
+            rendered = render_cluster(config, name, infra, cache, RenderOptions())
+        except KeyError:
+            known = ", ".join(c.name for c in config.clusters)
+            raise UserError(f"--cluster: no cluster '{name}' in {args.file} (it has: {known})") from None
+        except (RenderError, CacheError) as exc:
+            raise UserError(str(exc)) from None
+        write_rendered(rendered, target)
+        print(f"{target}: cluster {name}: {', '.join(_summary(rendered))}")
+    return 0
+
+
+def write_rendered(rendered: Rendered, target: Path) -> None:
+    """Write the files of one rendered cluster into `target` (created if missing)."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--out: cannot create {target}: {exc.strerror}") from None
+    (target / SLURM_CONF_NAME).write_text(rendered.slurm_conf, encoding="utf-8")
+    gres = target / GRES_CONF_NAME
+    if rendered.gres_conf:
+        gres.write_text(rendered.gres_conf, encoding="utf-8")
+    elif gres.exists():
+        gres.unlink()
+    (target / PROLOG_ENV_NAME).write_text(rendered.prolog_env, encoding="utf-8")
+    write_manifest(rendered.manifest, target / MANIFEST_NAME)
+
+
+def _infra(path: str) -> DeployedInfra:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--infra: cannot read {path}: {exc.strerror}") from None
+    try:
+        return DeployedInfra.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        raise UserError(f"--infra: {path}: {where}: {first['msg']}") from None
+
+
+def _summary(rendered: Rendered) -> list[str]:
+    pools = rendered.manifest.pools
+    items = [f"{len(pools)} pool(s)", f"{sum(p.max_nodes for p in pools)} node(s)"]
+    if rendered.gres_conf:
+        items.append("gres.conf")
+    placeholder = any("PLACEHOLDER" in loc.subnet_id for p in pools for loc in p.locations)
+    if placeholder:
+        items.append("placeholder infra ids")
+    return items

@@ -1,0 +1,347 @@
+"""LocalCloud: bring a whole local cloud up and down — emulated AWS, munge, MariaDB, slurmdbd, slurmctld, instance runner.
+
+The one Python API behind `elastic-slurm local up/down/status`, the demo and the e2e tests:
+
+    cloud = LocalCloud(state_dir)
+    cloud.up(config_path)        # idempotent only in the sense that it refuses to start twice
+    ...                          # see localcloud.ops for jobs, instances, faults
+    cloud.down()                 # stops exactly the processes named by our PID files
+
+`up` does what a deployment does, against the emulated AWS: create the network and launch templates, refresh the
+instance cache, render slurm.conf fragments + manifest with the production `render` code, then starts the daemons.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shlex
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster_config import ElasticSlurmConfig, load
+from cluster_config.model import Cluster
+from localcloud import conf, daemons, procs
+from localcloud.aws_setup import create_infra, plan_networks
+from localcloud.emulated_aws import EmulatedAws, free_port
+from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
+from localcloud.ops import LIVE, CloudOps, Instance, OpsError
+from slurm_plugin.instance_cache import write_cache
+from slurm_plugin.instance_cache_aws import build_cache, types_by_region
+from slurm_plugin.manifest import write_manifest
+from slurm_plugin.render import RenderOptions, render_cluster
+
+LOG = logging.getLogger(__name__)
+DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+SLURMD_TIMEOUT = 20
+PLUGIN_PROGRAMS = {"slurm-resume": "resume", "slurm-suspend": "suspend", "slurm-resume-fail": "resume_fail"}
+PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
+
+# name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
+DAEMONS: list[tuple[str, str]] = [
+    ("instance-runner", "localcloud.instance_runner"),
+    ("slurmctld", "slurmctld"),
+    ("slurmdbd", "slurmdbd"),
+    ("mariadbd", "mariadbd"),
+    ("munged", "munged"),
+    ("emulated-aws", "localcloud.emulated_aws"),
+]
+
+
+class LocalCloudError(RuntimeError):
+    """The local cloud cannot be started or used (one line)."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """A snapshot for `local status`."""
+
+    state_dir: str
+    daemons: dict[str, int | None]
+    nodes: dict[str, str]
+    instances: list[Instance]
+
+
+@dataclass(frozen=True)
+class CloudInfo:
+    """What `up` decided; saved as state/cloud.json."""
+
+    cluster: str
+    config_path: str
+    aws_endpoint_url: str
+    regions: list[str]
+    ports: dict[str, int]
+    resume_timeout: int
+    suspend_time: int
+    accounting: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _port_block(size: int) -> int:
+    """A base port such that base..base+size-1 are all free on 127.0.0.1."""
+    for _ in range(50):
+        base = 20000 + secrets.randbelow(30000)
+        try:
+            for port in range(base, base + size):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise LocalCloudError(f"no block of {size} free TCP ports found on 127.0.0.1")
+
+
+def _node_count(cluster: Cluster) -> int:
+    return sum(pool.max_nodes for part in cluster.partitions for pool in part.pools)
+
+
+def _wrapper(program: str, module: str, env: dict[str, str]) -> str:
+    """A ResumeProgram-style wrapper: export the environment, exec the venv console script."""
+    script = Path(sys.executable).parent / program
+    target = shlex.quote(str(script)) if script.exists() else f"{shlex.quote(sys.executable)} -m slurm_plugin.{module}"
+    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
+    return f'#!/bin/sh\n# {program} for the local cloud (written by `elastic-slurm local up`).\n{exports}\nexec {target} "$@"\n'
+
+
+class LocalCloud(CloudOps):
+    """One local cloud living in one state directory."""
+
+    def __init__(self, state_dir: str | Path = DEFAULT_STATE_DIR) -> None:
+        self.layout = Layout(Path(state_dir).resolve())
+
+    # ------------------------------------------------------------------ info
+    def info(self) -> CloudInfo:
+        """What `up` saved; LocalCloudError when this state dir has no local cloud."""
+        try:
+            return CloudInfo(**json.loads(self.layout.cloud_json.read_text()))
+        except (OSError, ValueError, TypeError):
+            raise LocalCloudError(
+                f"no local cloud in {self.layout.root} (run `elastic-slurm local up` first)"
+            ) from None
+
+    def running_daemons(self) -> dict[str, int | None]:
+        """Each daemon's PID if it is alive and ours, else None."""
+        result: dict[str, int | None] = {}
+        for name, marker in DAEMONS:
+            pid = procs.read_pid(self.layout.pid_file(name))
+            result[name] = pid if pid is not None and procs.is_ours(pid, marker) else None
+        return result
+
+    def is_up(self) -> bool:
+        """True when any daemon of this state dir is alive."""
+        return any(pid is not None for pid in self.running_daemons().values())
+
+    def env(self) -> dict[str, str]:
+        """Environment for Slurm client commands (sbatch, squeue, sacct, ...) against this cloud."""
+        return daemons.slurm_env(self.layout)
+
+    def aws(self) -> EmulatedAws:
+        """A handle on the running emulated AWS (faults, call counts, clients); never used to stop it."""
+        info = self.info()
+        pid = procs.read_pid(self.layout.pid_file("emulated-aws")) or 0
+        return EmulatedAws(url=info.aws_endpoint_url, pid=pid)
+
+    # ------------------------------------------------------------------ up
+    def up(
+        self,
+        config_path: str | Path,
+        cluster_name: str | None = None,
+        boot_delay: float = 2.0,
+        boot_failure_rate: float = 0.0,
+    ) -> CloudInfo:
+        """Start everything; on any failure, stop what was started and raise LocalCloudError."""
+        config = load(config_path)
+        cluster = self._pick_cluster(config, cluster_name)
+        if self.is_up():
+            raise LocalCloudError(
+                f"a local cloud is already running in {self.layout.root} (`elastic-slurm local down`)"
+            )
+        self._fresh_state_dir()
+        self.layout.create()
+        self.set_boot(boot_delay=boot_delay, boot_failure_rate=boot_failure_rate, fail_boots=0)
+        try:
+            return self._up(config, cluster, Path(config_path).resolve())
+        except BaseException:
+            self.down()
+            raise
+
+    def _fresh_state_dir(self) -> None:
+        """Start from an empty state dir; only ever delete a dir that an earlier `up` created."""
+        root = self.layout.root
+        if not root.exists() or not any(root.iterdir()):
+            return
+        if not self.layout.cloud_json.exists():
+            raise LocalCloudError(f"--state-dir: {root} is not empty and holds no local cloud; choose another")
+        for child in root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    @staticmethod
+    def _pick_cluster(config: ElasticSlurmConfig, name: str | None) -> Cluster:
+        if name is None:
+            return config.clusters[0]
+        try:
+            return config.cluster(name)
+        except KeyError:
+            names = ", ".join(c.name for c in config.clusters)
+            raise LocalCloudError(f"--cluster: no cluster '{name}' in the config (it has: {names})") from None
+
+    def _up(self, config: ElasticSlurmConfig, cluster: Cluster, config_path: Path) -> CloudInfo:
+        layout = self.layout
+        ports = conf.Ports(
+            aws=free_port(),
+            mysql=free_port(),
+            slurmctld=free_port(),
+            slurmdbd=free_port(),
+            slurmd_base=_port_block(_node_count(cluster)),
+        )
+        LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
+        aws = EmulatedAws.start(layout.log, port=ports.aws)
+        layout.pid_file("emulated-aws").write_text(f"{aws.pid}\n")
+        regions = [plan.region for plan in plan_networks(cluster)]
+
+        def ec2(region: str) -> Any:
+            return aws.client("ec2", region)
+
+        infra = create_infra(cluster, ec2, aws.url)
+        LOG.info("created VPCs, %d subnets and %d launch templates", len(infra.subnets), len(infra.launch_templates))
+
+        def factory(service: str, region: str) -> Any:
+            return aws.client(service, region)
+
+        cache = build_cache(types_by_region(config), factory, with_on_demand=False)
+        write_cache(cache, layout.instance_cache)
+        rendered = render_cluster(config, cluster.name, infra, cache, self._render_options(ports))
+        layout.fragments_conf.write_text(rendered.slurm_conf)
+        if rendered.gres_conf:
+            (layout.etc / "gres.conf").write_text(rendered.gres_conf)
+        for node in rendered.node_ports:
+            (layout.spool / node).mkdir(exist_ok=True)
+        if PROLOG.exists():
+            # PrologSlurmctld runs with no environment: it reads the env file beside itself, so use a copy of it.
+            shutil.copy(PROLOG, layout.bin / PROLOG.name)
+            (layout.bin / PROLOG.name).chmod(0o755)
+            (layout.bin / PROLOG.with_suffix(".env").name).write_text(
+                rendered.prolog_env + f"PROLOG_LOG={layout.log_file('prolog')}\n"
+            )
+        write_manifest(rendered.manifest, layout.manifest)
+        self._write_wrappers()
+        accounting = True
+        db_password = secrets.token_hex(12)
+        hostname = socket.gethostname().split(".")[0]
+        layout.slurm_conf.write_text(conf.slurm_conf(cluster.name, hostname, layout, ports, accounting, SLURMD_TIMEOUT))
+        layout.slurmdbd_conf.write_text(conf.slurmdbd_conf(layout, ports, db_password))
+        os.chmod(layout.slurmdbd_conf, 0o600)
+        layout.my_cnf.write_text(conf.my_cnf(layout, ports))
+        info = CloudInfo(
+            cluster=cluster.name,
+            config_path=str(config_path),
+            aws_endpoint_url=aws.url,
+            regions=regions,
+            ports=dict(ports.__dict__),
+            resume_timeout=cluster.slurm.resume_timeout,
+            suspend_time=cluster.slurm.suspend_time,
+            accounting=accounting,
+        )
+        layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
+        LOG.info("starting munged, MariaDB, slurmdbd, slurmctld")
+        try:
+            daemons.start_munged(layout)
+            daemons.start_mariadb(layout, db_password)
+            daemons.start_slurmdbd(layout, cluster.name)
+            daemons.start_slurmctld(layout)
+        except daemons.DaemonError as exc:
+            raise LocalCloudError(str(exc)) from None
+        runner = [sys.executable, "-m", "localcloud.instance_runner", "--state-dir", str(layout.root)]
+        procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
+        LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
+        return info
+
+    def _render_options(self, ports: conf.Ports) -> RenderOptions:
+        bin_dir = self.layout.bin
+        prolog = str(bin_dir / PROLOG.name) if PROLOG.exists() else None
+        return RenderOptions(
+            resume_program=str(bin_dir / "slurm-resume"),
+            suspend_program=str(bin_dir / "slurm-suspend"),
+            resume_fail_program=str(bin_dir / "slurm-resume-fail"),
+            prolog_program=prolog,
+            state_dir=str(self.layout.plugin_state),
+            log_file=str(self.layout.log_file("plugin")),
+            instance_cache_path=str(self.layout.instance_cache),
+            slurm_bin_dir=str(daemons.SLURM_BIN),
+            slurm_conf=str(self.layout.slurm_conf),
+            slurmd_port_base=ports.slurmd_base,
+        )
+
+    def _write_wrappers(self) -> None:
+        env = {
+            "ELASTIC_SLURM_MANIFEST": str(self.layout.manifest),
+            "SLURM_CONF": str(self.layout.slurm_conf),
+            "PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PYTHONPATH": str(REPO_ROOT),
+            **DUMMY_AWS_ENV,
+        }
+        for program, module in PLUGIN_PROGRAMS.items():
+            path = self.layout.bin / program
+            path.write_text(_wrapper(program, module, env))
+            path.chmod(0o755)
+
+    # ------------------------------------------------------------------ down
+    def down(self) -> list[str]:
+        """Stop every process of this local cloud (checked by PID and command line); returns what was stopped."""
+        from localcloud.teardown import stop_everything
+
+        return stop_everything(self.layout, DAEMONS)
+
+    def status(self) -> Status:
+        """Daemons (PID or None), Slurm nodes and live instances; nodes/instances empty when unreachable."""
+        daemons_alive = self.running_daemons()
+        nodes: dict[str, str] = {}
+        instances: list[Instance] = []
+        if daemons_alive.get("slurmctld"):
+            nodes = self.nodes()
+        if daemons_alive.get("emulated-aws"):
+            try:
+                instances = self.instances(LIVE)
+            except Exception as exc:  # the emulated AWS may be injecting faults
+                raise OpsError(f"emulated AWS: {exc}") from None
+        return Status(str(self.layout.root), daemons_alive, nodes, instances)
+
+    # ------------------------------------------------------------------ knobs
+    def fail_next_boots(self, count: int) -> None:
+        """Make the next `count` instances fail to boot (they stay running in EC2 with no slurmd)."""
+        try:
+            current = int(json.loads(self.layout.runner_control.read_text()).get("fail_boots", 0))
+        except (OSError, ValueError):
+            current = 0
+        self.set_boot(fail_boots=current + count)
+
+    def set_boot(
+        self, boot_delay: float | None = None, boot_failure_rate: float | None = None, fail_boots: int | None = None
+    ) -> None:
+        """Change the instance runner's boot delay, random failure rate, or total count of boots that must fail."""
+        path = self.layout.runner_control
+        try:
+            current = json.loads(path.read_text())
+        except (OSError, ValueError):
+            current = {}
+        for key, value in (
+            ("boot_delay", boot_delay),
+            ("boot_failure_rate", boot_failure_rate),
+            ("fail_boots", fail_boots),
+        ):
+            if value is not None:
+                current[key] = value
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current) + "\n")
+        tmp.replace(path)

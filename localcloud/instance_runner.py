@@ -1,0 +1,259 @@
+"""The instance runner daemon: "boots" each emulated EC2 instance of the cluster and stops it when EC2 ends it.
+
+Every ~1 s it lists the cluster's instances in every region (one filtered DescribeInstances per region). A new
+instance is booted after the configured delay by running the real compute-node bootstrap script
+(assets/bootstrap/elastic-slurm-node-bootstrap) with environment overrides instead of IMDS; it finds its Slurm node
+by NodeAddr and execs slurmd in a fresh time namespace. An instance that EC2 reports shutting-down/terminated (by
+SuspendProgram, ResumeFailProgram or an emulated spot interruption) has its whole process tree killed: every process
+in its time namespace and in its session. Boot failures (rate, or a requested count) leave an instance running in EC2
+with nothing booting on it, as a broken AMI would.
+
+    python -m localcloud.instance_runner --state-dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from localcloud import procs
+from localcloud.layout import BOOTSTRAP_DIR, Layout
+from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
+from slurm_plugin.manifest import TAG_CLUSTER
+
+LOG = logging.getLogger("instance-runner")
+BOOTSTRAP = BOOTSTRAP_DIR / "elastic-slurm-node-bootstrap"
+POLL_SECONDS = 1.0
+
+
+def ec2_client(endpoint_url: str, region: str) -> Any:
+    """A boto3 EC2 client for the emulated AWS."""
+    return boto3.client(
+        "ec2",
+        region_name=region,
+        endpoint_url=endpoint_url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def read_control(path: Path) -> Control:
+    """The knobs file; defaults when missing or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return Control()
+    return Control(
+        boot_delay=float(data.get("boot_delay", 2.0)),
+        boot_failure_rate=float(data.get("boot_failure_rate", 0.0)),
+        fail_boots=int(data.get("fail_boots", 0)),
+    )
+
+
+def observe(clients: dict[str, Any], cluster: str) -> list[Observed] | None:
+    """The cluster's instances in every region; None when the emulated AWS did not answer."""
+    found = []
+    try:
+        for region, ec2 in clients.items():
+            pages = ec2.get_paginator("describe_instances").paginate(
+                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
+            )
+            for page in pages:
+                for reservation in page["Reservations"]:
+                    for inst in reservation["Instances"]:
+                        found.append(
+                            Observed(
+                                instance_id=inst["InstanceId"],
+                                state=inst["State"]["Name"],
+                                private_ip=inst.get("PrivateIpAddress", ""),
+                                region=region,
+                                availability_zone=inst.get("Placement", {}).get("AvailabilityZone", ""),
+                                instance_type=inst.get("InstanceType", ""),
+                            )
+                        )
+    except Exception as exc:  # the emulated AWS may be restarting or injecting faults: try again next loop
+        LOG.warning("describe_instances failed: %s", exc)
+        return None
+    return found
+
+
+class Runner:
+    """State and I/O of the daemon."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        cloud = json.loads(layout.cloud_json.read_text())
+        self.cluster: str = cloud["cluster"]
+        self.node_wait = int(cloud.get("resume_timeout", 300))
+        self.clients = {region: ec2_client(cloud["aws_endpoint_url"], region) for region in cloud["regions"]}
+        self.tracked: dict[str, Tracked] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.namespaces: dict[str, str] = {}
+        self.failures_used = 0
+        self.running = True
+        (layout.log / "instances").mkdir(parents=True, exist_ok=True)
+
+    def loop_once(self) -> None:
+        observed = observe(self.clients, self.cluster)
+        for proc in self.procs.values():
+            proc.poll()  # reap finished bootstraps
+        self._learn_namespaces()
+        if observed is None:
+            return
+        now = time.time()
+        draws = {o.instance_id: random.random() for o in observed if o.instance_id not in self.tracked}
+        decisions: Decisions = decide(
+            observed, self.tracked, read_control(self.layout.runner_control), self.failures_used, now, draws
+        )
+        self.failures_used += decisions.requested_failures_used
+        by_id = {o.instance_id: o for o in observed}
+        for action in decisions.actions:
+            if action.kind is Kind.TRACK:
+                self.tracked[action.instance_id] = Tracked(by_id[action.instance_id], now, action.boot_at, action.fail)
+                LOG.info(
+                    "new instance %s (%s, %s, %s)%s",
+                    action.instance_id,
+                    by_id[action.instance_id].private_ip,
+                    by_id[action.instance_id].availability_zone,
+                    by_id[action.instance_id].instance_type,
+                    " — this boot will FAIL" if action.fail else "",
+                )
+            elif action.kind is Kind.BOOT:
+                self._boot(self.tracked[action.instance_id])
+            elif action.kind is Kind.STOP:
+                self._stop(action.instance_id)
+        self._write_status(observed)
+
+    def _boot(self, item: Tracked) -> None:
+        inst = item.observed
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "SLURM_CONF": str(self.layout.slurm_conf),
+            "ELASTIC_SLURM_PRIVATE_IP": inst.private_ip,
+            "ELASTIC_SLURM_INSTANCE_ID": inst.instance_id,
+            "ELASTIC_SLURM_NODE_WAIT": str(self.node_wait),
+            "ELASTIC_SLURM_SLURMD_PREFIX": str(BOOTSTRAP_DIR / "fresh-boot-exec"),
+        }
+        log = self.layout.log / "instances" / f"{inst.instance_id}.log"
+        proc = procs.spawn([str(BOOTSTRAP)], log, env=env, cwd=self.layout.root)
+        self.procs[inst.instance_id] = proc
+        item.booted = True
+        self._record(inst.instance_id)
+        LOG.info("booting %s (pid %d, ip %s)", inst.instance_id, proc.pid, inst.private_ip)
+
+    def _learn_namespaces(self) -> None:
+        for instance_id, proc in self.procs.items():
+            if instance_id in self.namespaces or proc.returncode is not None:
+                continue
+            # fresh-boot-exec's unshare moves the process into the new time namespace at its next exec (slurmd)
+            ns = procs.time_namespace(proc.pid)
+            if ns and ns != procs.HOST_TIME_NS:
+                self.namespaces[instance_id] = ns
+                self._record(instance_id)
+
+    def _record(self, instance_id: str) -> None:
+        proc = self.procs.get(instance_id)
+        record = {
+            "instance_id": instance_id,
+            "pid": proc.pid if proc else None,
+            "time_ns": self.namespaces.get(instance_id, ""),
+        }
+        (self.layout.instances_dir / f"{instance_id}.json").write_text(json.dumps(record) + "\n")
+
+    def _stop(self, instance_id: str) -> None:
+        item = self.tracked[instance_id]
+        item.stopped = True
+        proc = self.procs.pop(instance_id, None)
+        ns = self.namespaces.pop(instance_id, "")
+        if proc is not None:
+            stop_instance_processes(proc.pid, ns)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                LOG.warning("instance %s: pid %d did not exit", instance_id, proc.pid)
+            LOG.info("instance %s ended in EC2: stopped its processes", instance_id)
+        (self.layout.instances_dir / f"{instance_id}.json").unlink(missing_ok=True)
+
+    def stop_all(self) -> None:
+        for instance_id in list(self.procs):
+            self._stop(instance_id)
+
+    def _write_status(self, observed: list[Observed]) -> None:
+        rows = []
+        for inst in observed:
+            item = self.tracked.get(inst.instance_id)
+            rows.append(
+                {
+                    "instance_id": inst.instance_id,
+                    "state": inst.state,
+                    "region": inst.region,
+                    "availability_zone": inst.availability_zone,
+                    "instance_type": inst.instance_type,
+                    "private_ip": inst.private_ip,
+                    "booted": bool(item and item.booted),
+                    "boot_failed": bool(item and item.fail),
+                }
+            )
+        tmp = self.layout.state / "instances.json.tmp"
+        tmp.write_text(json.dumps(rows, indent=1) + "\n")
+        tmp.replace(self.layout.state / "instances.json")
+
+
+def stop_instance_processes(session: int, namespace: str, grace: float = 5.0) -> None:
+    """Stop an emulated instance: SIGTERM its slurmd, then SIGKILL everything in its time namespace and session."""
+
+    def members() -> list[int]:
+        found = set(procs.pids_in_time_namespace(namespace))
+        if procs.is_ours(session, ""):
+            found |= set(procs.pids_in_session(session))
+        found.discard(os.getpid())
+        return sorted(found)
+
+    slurmds = [p for p in members() if "slurmd" in procs.cmdline(p).split(" ")[0]]
+    procs.kill_all(slurmds, signal.SIGTERM)
+    procs.wait_until(lambda: not any(procs.is_ours(p, "") for p in slurmds), grace, 0.1)
+    for _ in range(3):
+        left = members()
+        if not left:
+            break
+        procs.kill_all(left, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="localcloud.instance_runner", description=__doc__.split("\n")[0])
+    parser.add_argument("--state-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    runner = Runner(Layout(args.state_dir))
+
+    def _term(signum: int, frame: object) -> None:
+        runner.running = False
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
+    LOG.info("watching instances of cluster %s in %s", runner.cluster, ", ".join(runner.clients))
+    while runner.running:
+        try:
+            runner.loop_once()
+        except Exception:
+            LOG.exception("runner loop failed; continuing")
+        time.sleep(POLL_SECONDS)
+    runner.stop_all()
+    LOG.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Stop everything one local cloud started, and nothing else.
+
+Order: the instance runner (it stops the instances it booted), any instance left behind (by its recorded session and
+time namespace), slurmd processes named by our SlurmdPidFiles, plugin workers (found by the manifest path in their
+environment), then slurmctld, slurmdbd, MariaDB, munged and the emulated AWS. Every process is checked against its
+/proc/PID/cmdline (or environment) before it is signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from localcloud import procs
+from localcloud.instance_runner import stop_instance_processes
+from localcloud.layout import Layout
+
+
+def _instances_left(layout: Layout) -> list[str]:
+    stopped = []
+    for record_path in sorted(layout.instances_dir.glob("*.json")) if layout.instances_dir.is_dir() else []:
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            record_path.unlink(missing_ok=True)
+            continue
+        pid = record.get("pid") or 0
+        namespace = record.get("time_ns") or ""
+        bootstrap_alive = any(procs.is_ours(pid, m) for m in ("elastic-slurm-node-bootstrap", "unshare", "slurmd"))
+        if procs.pids_in_time_namespace(namespace) or bootstrap_alive:
+            stop_instance_processes(pid if bootstrap_alive else 0, namespace, grace=3.0)
+            stopped.append(f"instance {record.get('instance_id')}")
+        record_path.unlink(missing_ok=True)
+    return stopped
+
+
+def _slurmds(layout: Layout) -> list[str]:
+    stopped = []
+    for pid_file in sorted(layout.run.glob("slurmd-*.pid")) if layout.run.is_dir() else []:
+        pid = procs.read_pid(pid_file)
+        if pid is not None and procs.stop_pid(pid, str(layout.slurm_conf), timeout=5):
+            stopped.append(f"slurmd {pid_file.stem[len('slurmd-') :]} ({pid})")
+        pid_file.unlink(missing_ok=True)
+    return stopped
+
+
+def _plugin_workers(layout: Layout) -> list[str]:
+    """Processes (resume/suspend workers) whose environment names our manifest."""
+    needle = f"ELASTIC_SLURM_MANIFEST={layout.manifest}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry))
+    procs.kill_all(found, signal.SIGKILL)
+    return [f"plugin worker ({pid})" for pid in found]
+
+
+def stop_everything(layout: Layout, daemons: list[tuple[str, str]]) -> list[str]:
+    """Stop all processes of the local cloud in `layout`; returns one description per process stopped."""
+    stopped: list[str] = []
+    runner_name, runner_marker = daemons[0]
+    if procs.stop_pid_file(layout.pid_file(runner_name), runner_marker, timeout=30):
+        stopped.append(runner_name)
+    stopped += _instances_left(layout)
+    stopped += _slurmds(layout)
+    stopped += _plugin_workers(layout)
+    for name, marker in daemons[1:]:
+        if procs.stop_pid_file(layout.pid_file(name), marker, timeout=20):
+            stopped.append(name)
+    return stopped

@@ -1,0 +1,102 @@
+"""The fast foreground of the plugin's entry points: validate input, hand work to a detached worker, return.
+
+slurmctld waits for ResumeProgram, so this path imports neither boto3 nor pydantic (nor pathlib): the manifest is
+read as plain JSON here and validated in full by the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+MANIFEST_ENV = "ELASTIC_SLURM_MANIFEST"
+DEFAULT_MANIFEST = "/etc/elastic-slurm/manifest.json"
+
+
+def note(log_file: str, name: str, level: str, message: str, stderr: bool = True) -> None:
+    """One log line to the log file (same format as slurm_plugin.logs) and to stderr; no `logging` import needed."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    try:
+        os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
+        with open(log_file, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp},000 {os.getpid()} {level} {name}: {message}\n")
+    except OSError as exc:
+        print(f"{name}: cannot write log file {log_file}: {exc.strerror}", file=sys.stderr)
+    if stderr:
+        print(f"{name}: {level} {message}", file=sys.stderr)
+
+
+class InputError(Exception):
+    """Bad input (one-line message); the entry point exits non-zero without touching anything."""
+
+
+def manifest_path() -> str:
+    """Where the manifest is: $ELASTIC_SLURM_MANIFEST or the default path."""
+    return os.environ.get(MANIFEST_ENV) or DEFAULT_MANIFEST
+
+
+def peek_manifest(path: str) -> dict[str, Any]:
+    """The manifest as plain JSON with the fields the foreground needs checked (InputError otherwise)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise InputError(f"manifest {path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise InputError(f"manifest {path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"manifest {path}: not a JSON object")
+    for key in ("state_dir", "log_file", "pools"):
+        if key not in data:
+            raise InputError(f"manifest {path}: missing field {key}")
+    return data
+
+
+def unknown_nodes(manifest: dict[str, Any], names: list[str]) -> list[str]:
+    """Names that are not `{node_prefix}{1..max_nodes}` of any pool of the manifest."""
+    limits = {str(p.get("node_prefix")): int(p.get("max_nodes", 0)) for p in manifest.get("pools", [])}
+    bad = []
+    for name in names:
+        prefix = name.rstrip("0123456789")
+        index = name[len(prefix) :]
+        limit = limits.get(prefix)
+        if limit is None or not index or index.startswith("0") or not 1 <= int(index) <= limit:
+            bad.append(name)
+    return bad
+
+
+def new_request_id() -> str:
+    """A short unique id for one invocation (also the prefix of its EC2 ClientTokens)."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+
+
+def spawn_worker(module: str, manifest: dict[str, Any], request: dict[str, Any], resume_file: str | None) -> int:
+    """Write the request to state_dir/requests/<id>/ and start `python -m module --worker DIR` detached; its pid."""
+    directory = os.path.join(manifest["state_dir"], "requests", request["request_id"])
+    os.makedirs(directory, exist_ok=True)
+    if resume_file:
+        copy = os.path.join(directory, "resume.json")
+        try:
+            shutil.copyfile(resume_file, copy)
+            request["resume_file"] = copy
+        except OSError:
+            request["resume_file"] = None  # it may already be gone; the worker goes best effort
+    with open(os.path.join(directory, "request.json"), "w", encoding="utf-8") as handle:
+        json.dump(request, handle)
+    log_path = str(manifest["log_file"])
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "--worker", directory],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return process.pid

@@ -1,0 +1,237 @@
+"""The resume worker's core: claim nodes, plan, launch with capacity failover, hand instances to nodes, tell Slurm.
+
+Decisions come from slurm_plugin.planner (pure); EC2 and Slurm are reached only through their adapters, so tests run
+this against the emulated AWS with a fake Slurm adapter. One log line per decision, each with the request id.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from slurm_plugin import capacity, state
+from slurm_plugin.ec2 import Ec2, Instance, LaunchRequest
+from slurm_plugin.hostlists import compress
+from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
+from slurm_plugin.planner import (
+    CAPACITY_ERROR_CODES,
+    CREATE_FLEET_MAX_TARGET,
+    PoolLaunch,
+    assign,
+    cooldown_azs,
+    plan_launch,
+    power_down_reason,
+    remaining_overrides,
+    settle_jobs,
+)
+from slurm_plugin.slurm import Slurm, SlurmError
+
+log = logging.getLogger("slurm-resume")
+COOLDOWN_CODE = "CapacityCooldown"
+
+
+@dataclass
+class PoolResult:
+    """What one pool's launch produced."""
+
+    instances: list[Instance] = field(default_factory=list)
+    failed_keys: set[tuple[str, str, str]] = field(default_factory=set)
+    code: str = "InsufficientInstanceCapacity"
+
+
+@dataclass
+class ResumeOutcome:
+    """What a resume did (for the log summary, tests and the benchmark)."""
+
+    request_id: str
+    launched: dict[str, Instance] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # node -> error code
+    busy: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    terminated: list[str] = field(default_factory=list)
+
+
+def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: str, seq: int) -> PoolResult:
+    """Run the pool's attempts in order until every node has an instance or nothing is left to try."""
+    result = PoolResult()
+    need = len(launch.nodes)
+    tags = {**manifest.tags, TAG_CLUSTER: manifest.cluster, TAG_POOL: launch.pool}
+    calls = 0
+    for attempt in launch.attempts:
+        while len(result.instances) < need:
+            active = remaining_overrides(attempt, result.failed_keys)
+            if not active:
+                break
+            calls += 1
+            count = min(need - len(result.instances), CREATE_FLEET_MAX_TARGET)
+            request = LaunchRequest(
+                region=attempt.region,
+                launch_template_id=attempt.launch_template_id,
+                market=attempt.market,
+                overrides=active,
+                count=count,
+                token=f"{request_id}-p{seq}-c{calls}",
+                tags=tags,
+                placement_group=attempt.placement_group,
+            )
+            answer = ec2.launch(request)
+            result.instances.extend(answer.instances)
+            where = sorted({f"{i.instance_type}@{i.availability_zone}" for i in answer.instances})
+            log.info(
+                "request %s pool %s: %s %s %s x%d -> %d instances %s",
+                request_id, launch.pool, answer.api, attempt.region, attempt.market, count,
+                len(answer.instances), ",".join(where),
+            )  # fmt: skip
+            capacity_error = False
+            other_error = False
+            for error in answer.errors:
+                result.code = error.code
+                if error.code in CAPACITY_ERROR_CODES:
+                    capacity_error = True
+                    hit = [
+                        o
+                        for o in active
+                        if (error.instance_type in (None, o.instance_type)) and (error.subnet_id in (None, o.subnet_id))
+                    ]
+                    result.failed_keys.update((attempt.market, o.instance_type, o.subnet_id) for o in hit)
+                else:
+                    other_error = True
+                log.warning(
+                    "request %s pool %s: %s %s %s %s: %s",
+                    request_id, launch.pool, attempt.region, attempt.market,
+                    f"{error.instance_type or '*'}@{error.subnet_id or '*'}", error.code, error.message,
+                )  # fmt: skip
+            if not answer.instances and (other_error or not capacity_error):
+                break  # nothing launched and nothing to fail over from within this attempt
+    return result
+
+
+def _terminate(ec2: Ec2, instances: Sequence[Instance], request_id: str, why: str) -> list[str]:
+    by_region: dict[str, list[str]] = {}
+    for instance in instances:
+        by_region.setdefault(instance.region, []).append(instance.instance_id)
+    done: list[str] = []
+    for region, ids in by_region.items():
+        try:
+            ec2.terminate(region, ids)
+            done.extend(ids)
+            log.info("request %s: terminated %d %s instances in %s", request_id, len(ids), why, region)
+        except Exception as exc:
+            log.error("request %s: could not terminate %s in %s: %s", request_id, ids, region, exc)
+    return done
+
+
+def resume_nodes(
+    manifest: Manifest,
+    nodes: Sequence[str],
+    job_groups: Sequence[Sequence[str]],
+    ec2: Ec2,
+    slurm: Slurm,
+    request_id: str,
+    clock: Callable[[], float] = time.time,
+) -> ResumeOutcome:
+    """Launch instances for `nodes` and point Slurm at them; nodes that cannot be had are powered down."""
+    outcome = ResumeOutcome(request_id)
+    mine, outcome.busy = state.claim(manifest.state_dir, nodes, request_id)
+    if outcome.busy:
+        log.info(
+            "request %s: %d nodes already being resumed: %s", request_id, len(outcome.busy), compress(outcome.busy)
+        )
+    try:
+        _resume_claimed(manifest, mine, job_groups, ec2, slurm, outcome, clock)
+    finally:
+        state.release(manifest.state_dir, mine, request_id)
+    log.info(
+        "request %s done: %d launched, %d failed, %d skipped (busy), %d extra instances terminated",
+        request_id, len(outcome.launched), len(outcome.failed), len(outcome.busy), len(outcome.terminated),
+    )  # fmt: skip
+    return outcome
+
+
+def _resume_claimed(
+    manifest: Manifest,
+    nodes: Sequence[str],
+    job_groups: Sequence[Sequence[str]],
+    ec2: Ec2,
+    slurm: Slurm,
+    outcome: ResumeOutcome,
+    clock: Callable[[], float],
+) -> None:
+    request_id = outcome.request_id
+    now = clock()
+    cooling = capacity.load_cooling(manifest.state_dir, now)
+    plan = plan_launch(nodes, manifest.pools, cooling, job_groups)
+    outcome.unknown = list(plan.unknown_nodes)
+    if plan.unknown_nodes:
+        log.error("request %s: not nodes of this cluster (ignored): %s", request_id, compress(plan.unknown_nodes))
+    codes: dict[str, str] = dict.fromkeys(plan.cooling_nodes, COOLDOWN_CODE)
+    if plan.cooling_nodes:
+        log.warning("request %s: every location in capacity cool-down for %s", request_id, compress(plan.cooling_nodes))
+    assigned: dict[str, str] = {}
+    extras: list[str] = []
+    by_id: dict[str, Instance] = {}
+    new_cooling: list[tuple[str, str]] = []
+    for seq, launch in enumerate(plan.launches, start=1):
+        log.info(
+            "request %s pool %s: %d nodes (%d all-or-nothing jobs) %s",
+            request_id, launch.pool, len(launch.nodes), len(launch.groups), compress(launch.nodes),
+        )  # fmt: skip
+        result = _launch_pool(manifest, launch, ec2, request_id, seq)
+        by_id.update({i.instance_id: i for i in result.instances})
+        no_ip = [i.instance_id for i in result.instances if not i.private_ip]
+        usable = [i.instance_id for i in result.instances if i.private_ip]
+        share = assign(launch, usable)
+        assigned.update(share.assigned)
+        extras.extend(share.extra)
+        extras.extend(no_ip)
+        codes.update(dict.fromkeys(share.failed, result.code))
+        for az in cooldown_azs(launch.attempts, result.failed_keys):
+            new_cooling.append((launch.pool, az))
+    settled = settle_jobs(job_groups, assigned, codes)
+    for group in job_groups:
+        cause = next((codes[n] for n in group if n in codes), None)
+        for node in group:
+            if cause is not None and node in settled.failed:
+                codes.setdefault(node, cause)
+    extras.extend(settled.extra)
+    if extras:
+        outcome.terminated = _terminate(ec2, [by_id[i] for i in extras], request_id, "unneeded")
+    addresses = {node: by_id[iid].private_ip or "" for node, iid in settled.assigned.items()}
+    if addresses:
+        try:
+            slurm.set_addresses(addresses)
+            log.info("request %s: NodeAddr set for %d nodes %s", request_id, len(addresses), compress(addresses))
+        except SlurmError as exc:
+            log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
+        state.remember_instances(
+            manifest.state_dir,
+            {
+                node: {"instance_id": iid, "region": by_id[iid].region, "private_ip": addresses[node]}
+                for node, iid in settled.assigned.items()
+            },
+        )
+    outcome.launched = {node: by_id[iid] for node, iid in settled.assigned.items()}
+    outcome.failed = {node: codes[node] for node in nodes if node in codes and node not in settled.assigned}
+    _power_down_failed(slurm, outcome.failed, request_id)
+    if new_cooling:
+        capacity.add_cooling(manifest.state_dir, new_cooling, now, manifest.capacity_cooldown_seconds)
+        for pool, az in new_cooling:
+            log.warning(
+                "request %s: pool %s AZ %s in capacity cool-down for %d s",
+                request_id, pool, az, manifest.capacity_cooldown_seconds,
+            )  # fmt: skip
+
+
+def _power_down_failed(slurm: Slurm, failed: dict[str, str], request_id: str) -> None:
+    by_code: dict[str, list[str]] = {}
+    for node, code in failed.items():
+        by_code.setdefault(code, []).append(node)
+    for code, group in by_code.items():
+        reason = power_down_reason(code, request_id)
+        try:
+            slurm.power_down(group, reason)
+            log.warning("request %s: powered down %s: %s", request_id, compress(group), reason)
+        except SlurmError as exc:
+            log.error("request %s: could not power down %s: %s", request_id, compress(group), exc)

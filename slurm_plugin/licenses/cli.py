@@ -1,0 +1,90 @@
+"""`slurm-license-sync`: one sync run (a systemd timer runs it on the controller at the configured schedule).
+
+Exit codes: 0 when the run completed — even if some license servers failed (they are logged, counted in the state
+file, and their licenses keep their last good numbers); 1 when nothing could be done (bad config, sacctmgr or
+slurmdbd unreachable); 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cluster_config import ConfigInvalid, load
+from slurm_plugin import logs
+from slurm_plugin.accounting import SacctmgrError
+from slurm_plugin.licenses.adapters import LicenseServerTools, SlurmCommands, load_state, save_state
+from slurm_plugin.licenses.sync import SyncConfig, run_sync, sync_config_from
+
+STATE_FILE = "license-sync.json"
+
+
+class _Usage(Exception):
+    """A bad argument or config file (one line)."""
+
+
+def _load_config(args: argparse.Namespace) -> SyncConfig:
+    if args.config:
+        try:
+            return SyncConfig.model_validate_json(Path(args.config).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise _Usage(f"--config {args.config}: cannot read: {exc.strerror}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise _Usage(f"--config {args.config}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    if not args.cluster:
+        raise _Usage("--cluster-config needs --cluster (the cluster this sync runs on)")
+    try:
+        config = load(args.cluster_config)
+    except ConfigInvalid as exc:
+        raise _Usage(f"--cluster-config {args.cluster_config}: {exc.errors[0]}") from None
+    if args.cluster not in {c.name for c in config.clusters}:
+        raise _Usage(f"--cluster: no cluster '{args.cluster}' in {args.cluster_config}")
+    return sync_config_from(config, args.cluster)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slurm-license-sync", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help="sync config JSON (rendered from the cluster config)")
+    source.add_argument("--cluster-config", help="the cluster YAML instead of --config (needs --cluster)")
+    parser.add_argument("--cluster", help="with --cluster-config: the cluster this sync runs on")
+    parser.add_argument("--state-dir", default="/var/lib/elastic-slurm/license-sync", help="where the state file lives")
+    parser.add_argument("--log-file", default=None, help="also log to this file")
+    parser.add_argument("--dry-run", action="store_true", help="decide and log, change nothing")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one sync; see the module docstring for exit codes."""
+    args = build_parser().parse_args(argv)
+    log = logs.setup(args.log_file, "slurm-license-sync")
+    try:
+        config = _load_config(args)
+    except _Usage as exc:
+        log.error("%s", exc)
+        return 2
+    state_path = Path(args.state_dir) / STATE_FILE
+    servers = LicenseServerTools(config.lmutil, config.rlmutil, config.timeout_seconds)
+    slurm = SlurmCommands(config.local_cluster, timeout=config.timeout_seconds)
+    try:
+        result = run_sync(config, servers, slurm, load_state(state_path), time.time(), dry_run=args.dry_run)
+    except SacctmgrError as exc:
+        log.error("%s", exc)
+        return 1
+    if not args.dry_run:
+        try:
+            save_state(result.state, state_path)
+        except OSError as exc:
+            log.error("cannot write %s: %s", state_path, exc.strerror)
+            return 1
+    log.info("%d license(s) updated, %d problem(s)", len(result.updates), len(result.failures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,226 @@
+"""`slurm-clustermgr`: the cluster manager daemon (systemd on the controllers; only the active controller acts).
+
+Each cycle: `scontrol ping` (standby controllers stop here) → observe Slurm nodes (one scontrol call) and the cluster's
+instances (one filtered DescribeInstances per region, plus status checks) → reconcile (pure) + SQS events → apply in
+batches → counters in state_dir. Stateless: every cycle starts from EC2 tags and Slurm state, so a restart or a
+failover to the backup controller loses nothing.
+
+    slurm-clustermgr --manifest /etc/elastic-slurm/manifest.json            # loop every --interval seconds
+    slurm-clustermgr --manifest M --once                                     # one cycle; exit 1 if anything failed
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from slurm_plugin import logs
+from slurm_plugin.manager import events, metrics
+from slurm_plugin.manager.apply import Outcome, Terminator, apply
+from slurm_plugin.manager.model import Action, Instance, Kind, Settings
+from slurm_plugin.manager.observe import ObserveError, active_controller, describe_cluster
+from slurm_plugin.manager.reconcile import reconcile
+from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
+from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
+from slurm_plugin.slurm import SlurmError
+
+NAME = "slurm-clustermgr"
+LOG = logging.getLogger(NAME)
+
+
+class Ec2Port(Terminator, Protocol):
+    """What a cycle needs from EC2 (slurm_plugin.ec2.Ec2 satisfies it): regional clients and batched terminate."""
+
+    def client(self, region: str) -> Any:
+        """The EC2 client of a region (with the adapter's retry config)."""
+
+
+@dataclass
+class Manager:
+    """One cluster's manager: what it talks to and how it decides."""
+
+    manifest: Manifest
+    settings: Settings
+    slurm: ManagerSlurm
+    ec2: Ec2Port
+    host: str
+    sqs: Any = None
+    queue_url: str | None = None
+    dry_run: bool = False
+    ignored: set[str] = field(default_factory=set)
+
+    def regions(self) -> list[str]:
+        """Every region the cluster's pools launch into, and its home region."""
+        found = {self.manifest.home_region}
+        found.update(loc.region for pool in self.manifest.pools for loc in pool.locations)
+        return sorted(found)
+
+    def active(self) -> bool:
+        """This host runs the slurmctld in charge (primary, or the backup after a takeover)."""
+        leader = active_controller(self.slurm.ping())
+        return leader is not None and leader.split(".")[0] == self.host.split(".")[0]
+
+    def observe(self) -> list[Instance]:
+        """The cluster's instances in every region."""
+        found: list[Instance] = []
+        for region in self.regions():
+            found.extend(describe_cluster(self.ec2.client(region), region, self.manifest.cluster))
+        return found
+
+    def cycle(self, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Outcome | None:
+        """One observe → decide → apply round; None when this host is not the active controller."""
+        if not self.active():
+            LOG.debug("not the active controller: standing by")
+            return None
+        nodes = self.slurm.nodes()  # Slurm first: an address it shows belongs to an instance EC2 already lists
+        instances = self.observe()
+        actions = []
+        handles: list[str] = []
+        if self.sqs is not None and self.queue_url:
+            received, handles = events.receive(self.sqs, self.queue_url)
+            actions.extend(events.event_actions(received, nodes, instances))
+        at = now()
+        actions.extend(reconcile(nodes, instances, at, self.settings))
+        self._log_ignored(actions)
+        outcome = apply(actions, self.ec2, self.slurm, self.dry_run)
+        if handles and not self.dry_run and not outcome.failures:  # on failure they come back after the timeout
+            events.delete(self.sqs, self.queue_url or "", handles)
+        done = len(outcome.done)
+        if not self.dry_run:
+            metrics.update(self.manifest.state_dir, outcome.counters, at, done)
+        LOG.log(logging.INFO if done or outcome.failures else logging.DEBUG,
+                "cycle: %d node(s), %d instance(s), %d action(s) done, %d failure(s)",
+                len(nodes), len(instances), done, len(outcome.failures))  # fmt: skip
+        return outcome
+
+    def _log_ignored(self, actions: Sequence[Action]) -> None:
+        """Log what is never touched once (INFO when it first shows up, not every cycle)."""
+        now = {f"{a.target}: {a.why}" for a in actions if a.kind is Kind.IGNORE}
+        for line in sorted(now - self.ignored):
+            LOG.info("ignore %s", line)
+        self.ignored = now
+
+
+def settings_of(manifest: Manifest, args: argparse.Namespace) -> Settings:
+    """Settings from the manifest plus the command-line timers."""
+    return Settings(
+        cluster=manifest.cluster,
+        pools=tuple(manifest.pools),
+        resume_timeout=timedelta(seconds=args.resume_timeout),
+        orphan_grace=timedelta(seconds=args.orphan_grace),
+        capacity_cooldown=timedelta(seconds=manifest.capacity_cooldown_seconds),
+        impaired_threshold=timedelta(seconds=args.impaired_threshold),
+        drain_mode=args.drain_mode,
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{NAME}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = _Parser(prog=NAME, description="Keep EC2 and Slurm in agreement (orphans, failed boots, capacity "
+                     "cool-down, spot events, health, always-on nodes). Acts only on the active controller.")  # fmt: skip
+    parser.add_argument("--manifest", required=True, help="runtime manifest (JSON) written by `elastic-slurm render`")
+    parser.add_argument("--once", action="store_true", help="run one cycle and exit (1 if any action failed)")
+    parser.add_argument("--interval", type=_positive, default=45, help="seconds between cycles (default 45)")
+    parser.add_argument("--resume-timeout", type=_positive, default=600, help="Slurm ResumeTimeout (default 600)")
+    parser.add_argument("--orphan-grace", type=_positive, default=300,
+                        help="seconds an unclaimed instance may live before it is an orphan (default 300)")  # fmt: skip
+    parser.add_argument("--impaired-threshold", type=_positive, default=300,
+                        help="seconds an EC2 status check may stay impaired before the node is drained (default 300)")  # fmt: skip
+    parser.add_argument("--drain-mode", choices=["finish", "requeue"], default="finish",
+                        help="drained nodes: let jobs finish, or requeue them at once (default finish)")  # fmt: skip
+    parser.add_argument("--events-queue-url", default=None, help="SQS queue fed by EventBridge (optional)")
+    parser.add_argument("--host", default=socket.gethostname(), help="this controller's Slurm name (default: hostname)")
+    parser.add_argument("--dry-run", action="store_true", help="log the actions, do nothing")
+    parser.add_argument("--log-file", default=None, help="default: clustermgr.log next to the manifest's log_file")
+    return parser
+
+
+def build(manifest: Manifest, args: argparse.Namespace) -> Manager:
+    """The real manager: scontrol + the EC2 adapter (retry config from slurm_plugin.ec2) + SQS when configured."""
+    import boto3
+
+    from slurm_plugin.ec2 import RETRY_CONFIG, Ec2
+
+    sqs = None
+    if args.events_queue_url:
+        sqs = boto3.client("sqs", region_name=manifest.home_region, endpoint_url=manifest.aws_endpoint_url,
+                           config=RETRY_CONFIG)  # fmt: skip
+    return Manager(
+        manifest=manifest,
+        settings=settings_of(manifest, args),
+        slurm=ScontrolManager(manifest.slurm_bin_dir, manifest.slurm_conf),
+        ec2=Ec2(manifest.aws_endpoint_url),
+        host=args.host,
+        sqs=sqs,
+        queue_url=args.events_queue_url,
+        dry_run=args.dry_run,
+    )
+
+
+def run(manager: Manager, once: bool, interval: float, stop: threading.Event) -> int:
+    """Cycle until `stop` is set (or once); exit code."""
+    while True:
+        code = 0
+        try:
+            outcome = manager.cycle()
+            code = 1 if outcome is not None and outcome.failures else 0
+        except (SlurmError, ObserveError, ClientError, BotoCoreError, OSError) as exc:
+            LOG.error("cycle failed: %s", " ".join(str(exc).split()))
+            code = 1
+        except Exception:  # a bug must not stop the manager: log it whole, try again next cycle
+            LOG.exception("cycle failed unexpectedly")
+            code = 1
+        if once:
+            return code
+        if stop.wait(interval):
+            return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `slurm-clustermgr`."""
+    args = build_parser().parse_args(argv)
+    try:
+        manifest = load_manifest(args.manifest)
+    except ManifestError as exc:
+        print(f"{NAME}: error: {exc}", file=sys.stderr)
+        return 2
+    log_file = args.log_file or str(Path(manifest.log_file).with_name("clustermgr.log"))
+    logs.setup(log_file, NAME)
+    stop = threading.Event()
+    if not args.once:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    manager = build(manifest, args)
+    LOG.info("started (host %s, %s, interval %d s)", args.host, "once" if args.once else "loop", args.interval)
+    return run(manager, args.once, args.interval, stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

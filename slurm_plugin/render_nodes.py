@@ -1,0 +1,157 @@
+"""Pure rendering of a cluster's nodes: NodeName lines (size, GPUs, features, weight) and gres.conf lines.
+
+A pool is sized from the instance cache. A pool with several instance types gets the SMALLEST size of them, so a job
+that fits the node fits whatever type is launched. Weight prefers cheap capacity: cheaper pools get lower weights
+(Slurm fills the lowest weight first); spot is cheaper than on-demand; without a price, a vCPU-based estimate is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cluster_config import Cluster, Partition, Pool, PurchaseOption, node_name, pool_azs, region_of_az
+from slurm_plugin.hostlists import compress
+from slurm_plugin.instance_cache import InstanceCache, InstanceTypeInfo
+
+# Estimates used when the cache has no price (offline, or the Price List API was unreachable).
+FALLBACK_USD_PER_VCPU_HOUR = 0.05
+FALLBACK_SPOT_DISCOUNT = 0.4
+# Weight = price in thousandths of a USD per hour (at least 1).
+WEIGHT_PER_USD_HOUR = 1000
+MAX_WEIGHT = 4_000_000_000
+
+
+@dataclass(frozen=True)
+class PoolSize:
+    """What Slurm is told one node of a pool has."""
+
+    cpus: int
+    real_memory: int
+    gpus: int
+    architecture: str
+    families: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PoolNodes:
+    """A pool's rendered nodes."""
+
+    partition: str
+    pool: str
+    names: list[str]
+    size: PoolSize
+    features: list[str]
+    weight: int
+    weight_source: str
+
+    @property
+    def nodeset(self) -> str:
+        """The NodeSet name of the pool (underscore: never a node name, which uses dashes)."""
+        return f"{self.partition}_{self.pool}"
+
+    @property
+    def hostlist(self) -> str:
+        """All node names of the pool, compressed."""
+        return compress(self.names)
+
+
+def pool_regions(cluster: Cluster, pool: Pool) -> list[str]:
+    """The regions a pool may launch in, in priority order."""
+    return list(dict.fromkeys(region_of_az(az) for az in pool_azs(cluster, pool)))
+
+
+def pool_size(infos: list[InstanceTypeInfo], types: list[str], memory_fraction: float) -> PoolSize:
+    """The smallest size over a pool's types (CPUs, memory and GPUs each the minimum)."""
+    gpus = min((i.gpus.count if i.gpus else 0) for i in infos)
+    families = tuple(dict.fromkeys(t.split(".", 1)[0] for t in types))
+    return PoolSize(
+        cpus=min(i.vcpus for i in infos),
+        real_memory=max(1, int(min(i.memory_mib for i in infos) * memory_fraction)),
+        gpus=gpus,
+        architecture=infos[0].architecture,
+        families=families,
+    )
+
+
+def pool_cost(pool: Pool, infos: list[InstanceTypeInfo], azs: list[str]) -> tuple[float, str]:
+    """(USD/hour, source) of one node of the pool, priced at its preferred (first) instance type."""
+    first = infos[0]
+    if pool.purchase_option in (PurchaseOption.SPOT, PurchaseOption.SPOT_THEN_ON_DEMAND):
+        in_azs = [first.prices.spot[az] for az in azs if az in first.prices.spot]
+        if in_azs:
+            return min(in_azs), "spot price"
+        return first.vcpus * FALLBACK_USD_PER_VCPU_HOUR * FALLBACK_SPOT_DISCOUNT, "vCPU estimate (spot)"
+    if first.prices.on_demand is not None:
+        return first.prices.on_demand, "on-demand price"
+    return first.vcpus * FALLBACK_USD_PER_VCPU_HOUR, "vCPU estimate (on-demand)"
+
+
+def weight_of(cost_usd_hour: float) -> int:
+    """Slurm Weight of a node costing this much (cheaper → lower)."""
+    return min(MAX_WEIGHT, max(1, round(cost_usd_hour * WEIGHT_PER_USD_HOUR)))
+
+
+def market_feature(option: PurchaseOption) -> str:
+    """The market feature: spot, ondemand or spotfirst (spot, then on-demand when spot is short)."""
+    return {
+        PurchaseOption.SPOT: "spot",
+        PurchaseOption.ON_DEMAND: "ondemand",
+        PurchaseOption.SPOT_THEN_ON_DEMAND: "spotfirst",
+    }[option]
+
+
+def render_pool(
+    cluster: Cluster, partition: Partition, pool: Pool, cache: InstanceCache, memory_fraction: float
+) -> PoolNodes:
+    """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type)."""
+    regions = pool_regions(cluster, pool)
+    infos = [cache.find(t, regions) for t in pool.instance_types]
+    size = pool_size(infos, pool.instance_types, memory_fraction)
+    cost, source = pool_cost(pool, infos, pool_azs(cluster, pool))
+    weight, source = (pool.weight, "set in config") if pool.weight is not None else (weight_of(cost), source)
+    # A family is a feature only when every type of the pool has it: a constraint must hold on whatever launches.
+    family = list(size.families) if len(size.families) == 1 else []
+    features = [*family, f"{partition.name}-{pool.name}", size.architecture, market_feature(pool.purchase_option)]
+    features += pool.features
+    names = [node_name(partition.name, pool.name, i) for i in range(1, pool.max_nodes + 1)]
+    return PoolNodes(
+        partition=partition.name,
+        pool=pool.name,
+        names=names,
+        size=size,
+        features=list(dict.fromkeys(features)),
+        weight=weight,
+        weight_source=source,
+    )
+
+
+def node_attributes(nodes: PoolNodes) -> str:
+    """The attributes after `NodeName=...` (shared by every node of the pool)."""
+    parts = [f"CPUs={nodes.size.cpus}", f"RealMemory={nodes.size.real_memory}"]
+    if nodes.size.gpus:
+        parts.append(f"Gres=gpu:{nodes.size.gpus}")
+    parts += [f"Features={','.join(nodes.features)}", f"Weight={nodes.weight}", "State=CLOUD"]
+    return " ".join(parts)
+
+
+def node_lines(nodes: PoolNodes, types: list[str], ports: dict[str, int] | None) -> Iterator[str]:
+    """Comment + NodeName line(s) of a pool; one line per node when each node has its own slurmd port."""
+    yield f"# pool {nodes.partition}-{nodes.pool}: {', '.join(types)}; weight from {nodes.weight_source}"
+    if len(types) > 1:
+        yield "# several instance types: the node size is the SMALLEST of them, so a job fits whatever launches"
+    attributes = node_attributes(nodes)
+    if ports is None:
+        yield f"NodeName={nodes.hostlist} {attributes}"
+        return
+    for name in nodes.names:
+        yield f"NodeName={name} Port={ports[name]} {attributes}"
+
+
+def gres_lines(nodes: PoolNodes) -> Iterator[str]:
+    """gres.conf line of a GPU pool (NVIDIA device files /dev/nvidia0..N-1); nothing for CPU pools."""
+    count = nodes.size.gpus
+    if not count:
+        return
+    files = "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
+    yield f"NodeName={nodes.hostlist} Name=gpu File={files}"

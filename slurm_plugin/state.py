@@ -1,0 +1,107 @@
+"""Small JSON state files in the manifest's state_dir, shared by concurrent plugin processes under one flock.
+
+- claims.json: node -> {request, pid} while a resume worker is launching it (so overlapping resumes skip it);
+- nodes.json: node -> {instance_id, region, private_ip} written after a launch (a cache: EC2 + Slurm are the truth).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+LOCK_FILE = "plugin.lock"
+CLAIMS_FILE = "claims.json"
+NODES_FILE = "nodes.json"
+
+
+@contextmanager
+def locked(state_dir: str | Path) -> Iterator[Path]:
+    """Hold the cluster-wide plugin lock (fcntl.flock; released when the block ends or the process dies)."""
+    directory = Path(state_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield directory
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`; a missing or corrupt file reads as empty (it is only a cache)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write atomically (tmp + rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(state_dir: str | Path, nodes: Iterable[str], request_id: str) -> tuple[list[str], list[str]]:
+    """Claim nodes for this request; returns (claimed, busy). Claims of dead processes are taken over."""
+    with locked(state_dir) as directory:
+        path = directory / CLAIMS_FILE
+        claims = read_json(path)
+        mine: list[str] = []
+        busy: list[str] = []
+        for node in nodes:
+            held = claims.get(node)
+            if isinstance(held, dict) and held.get("request") != request_id and _alive(int(held.get("pid", 0) or 0)):
+                busy.append(node)
+                continue
+            claims[node] = {"request": request_id, "pid": os.getpid()}
+            mine.append(node)
+        write_json(path, claims)
+    return mine, busy
+
+
+def release(state_dir: str | Path, nodes: Iterable[str], request_id: str) -> None:
+    """Drop this request's claims on `nodes`."""
+    with locked(state_dir) as directory:
+        path = directory / CLAIMS_FILE
+        claims = read_json(path)
+        for node in nodes:
+            held = claims.get(node)
+            if isinstance(held, dict) and held.get("request") == request_id:
+                del claims[node]
+        write_json(path, claims)
+
+
+def remember_instances(state_dir: str | Path, entries: Mapping[str, Mapping[str, str]]) -> None:
+    """Record node -> instance facts after a launch."""
+    with locked(state_dir) as directory:
+        path = directory / NODES_FILE
+        known = read_json(path)
+        known.update({node: dict(value) for node, value in entries.items()})
+        write_json(path, known)
+
+
+def forget_instances(state_dir: str | Path, nodes: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Remove nodes from the node map; returns what was known about them."""
+    with locked(state_dir) as directory:
+        path = directory / NODES_FILE
+        known = read_json(path)
+        gone = {node: known.pop(node) for node in list(nodes) if isinstance(known.get(node), dict)}
+        write_json(path, known)
+    return gone

@@ -1,0 +1,134 @@
+"""SuspendProgram (`slurm-suspend HOSTLIST`) and ResumeFailProgram (`slurm-resume-fail HOSTLIST`).
+
+Both validate the hostlist against the manifest in the foreground (unknown node or bad hostlist: one-line error,
+exit 2, nothing touched), then a detached worker terminates the instances behind the nodes (terminator.py) and
+resets NodeAddr. Resume-fail also powers the nodes down with a `(Code:ResumeFailed)` reason so they return to idle~.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from slurm_plugin.background import (
+    InputError,
+    manifest_path,
+    new_request_id,
+    note,
+    peek_manifest,
+    spawn_worker,
+    unknown_nodes,
+)
+from slurm_plugin.hostlists import compress, expand
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SUSPEND = "slurm-suspend"
+RESUME_FAIL = "slurm-resume-fail"
+
+
+def _parser(name: str, what: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=name, description=what)
+    parser.add_argument("hostlist", nargs="?", help="Slurm hostlist of the nodes, e.g. cpu-c7i-[1-4]")
+    parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
+    return parser
+
+
+def foreground(name: str, hostlist: str) -> int:
+    """Validate and hand the nodes to a worker; exit code."""
+    path = manifest_path()
+    try:
+        manifest = peek_manifest(path)
+    except InputError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 1
+    log_file = str(manifest["log_file"])
+    try:
+        nodes = expand(hostlist)
+    except ValueError as exc:
+        note(log_file, name, "ERROR", f"{exc} (nothing done)")
+        return 2
+    bad = unknown_nodes(manifest, nodes)
+    if bad:
+        note(log_file, name, "ERROR", f"unknown nodes {compress(bad)}: not in manifest {path} (nothing done)")
+        return 2
+    request = {
+        "request_id": new_request_id(),
+        "hostlist": hostlist,
+        "manifest": os.path.abspath(path),
+        "kind": name,
+    }
+    pid = spawn_worker("slurm_plugin.suspend", manifest, request, None)
+    note(
+        log_file,
+        name,
+        "INFO",
+        f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}",
+        False,
+    )
+    return 0
+
+
+def worker(directory: Path) -> int:
+    """The background half: find, terminate, reset."""
+    from slurm_plugin import logs
+    from slurm_plugin.ec2 import Ec2
+    from slurm_plugin.manifest import ManifestError, load_manifest
+    from slurm_plugin.planner import power_down_reason
+    from slurm_plugin.slurm import Scontrol
+    from slurm_plugin.terminator import terminate_nodes
+
+    request = json.loads((directory / "request.json").read_text(encoding="utf-8"))
+    name = str(request.get("kind", SUSPEND))
+    try:
+        manifest = load_manifest(request["manifest"])
+    except ManifestError as exc:
+        logs.setup(None, name).error("request %s: %s", request["request_id"], exc)
+        return 1
+    log = logs.setup(manifest.log_file, name, stderr=False)
+    reason = power_down_reason("ResumeFailed", request["request_id"]) if name == RESUME_FAIL else None
+    try:
+        outcome = terminate_nodes(
+            manifest,
+            expand(request["hostlist"]),
+            Ec2(manifest.aws_endpoint_url),
+            Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf),
+            f"request {request['request_id']}",
+            reason,
+        )
+    except Exception:
+        log.exception("request %s: %s worker failed", request["request_id"], name)
+        return 1
+    shutil.rmtree(directory, ignore_errors=True)
+    return 1 if outcome.errors else 0
+
+
+def _main(name: str, what: str, argv: list[str] | None) -> int:
+    args = _parser(name, what).parse_args(argv)
+    if args.worker:
+        from pathlib import Path
+
+        return worker(Path(args.worker))
+    if not args.hostlist:
+        print(f"{name}: error: hostlist: missing (usage: {name} HOSTLIST)", file=sys.stderr)
+        return 2
+    return foreground(name, args.hostlist)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console script `slurm-suspend`."""
+    return _main(SUSPEND, "Slurm SuspendProgram: terminate the EC2 instances behind powered-down nodes.", argv)
+
+
+def resume_fail_main(argv: list[str] | None = None) -> int:
+    """Console script `slurm-resume-fail`."""
+    return _main(RESUME_FAIL, "Slurm ResumeFailProgram: terminate instances of nodes that failed to resume.", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The suspend / resume-fail worker's core: find the instances behind nodes, terminate them, reset the nodes.
+
+Instances are found per region with one filtered DescribeInstances (cluster + pool tags), then matched to nodes by
+NodeAddr (what Slurm knows) or by the node map the resume worker wrote (covers a node whose NodeAddr was never set).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from slurm_plugin import state
+from slurm_plugin.ec2 import Ec2
+from slurm_plugin.hostlists import compress
+from slurm_plugin.manifest import TAG_POOL, Manifest
+from slurm_plugin.planner import node_pools, pool_of
+from slurm_plugin.slurm import Slurm, SlurmError
+
+log = logging.getLogger("slurm-suspend")
+
+
+@dataclass
+class TerminateOutcome:
+    """What a suspend did."""
+
+    terminated: dict[str, str] = field(default_factory=dict)  # instance id -> node
+    not_found: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def terminate_nodes(
+    manifest: Manifest, nodes: Sequence[str], ec2: Ec2, slurm: Slurm, label: str, reason: str | None = None
+) -> TerminateOutcome:
+    """Terminate the instances behind `nodes` (every region of their pools), reset NodeAddr, optionally power down."""
+    outcome = TerminateOutcome()
+    by_prefix = node_pools(manifest.pools)
+    pool_key = {}
+    for node in nodes:
+        pool = pool_of(node, by_prefix)
+        if pool is not None:
+            pool_key[node] = pool.key
+    try:
+        known = slurm.show_nodes(list(pool_key))
+    except SlurmError as exc:
+        log.warning("%s: %s; matching by the node map only", label, exc)
+        known = {}
+    by_ip = {info.addr: name for name, info in known.items() if info.addr != name}
+    cached = state.forget_instances(manifest.state_dir, pool_key)
+    by_id: dict[str, str] = {str(entry.get("instance_id", "")): node for node, entry in cached.items()}
+    regions: dict[str, set[str]] = {}
+    for pool in manifest.pools:
+        if pool.key in pool_key.values():
+            for loc in pool.locations:
+                regions.setdefault(loc.region, set()).add(pool.key)
+    for region, keys in regions.items():
+        try:
+            instances = ec2.cluster_instances(region, manifest.cluster, keys)
+        except Exception as exc:
+            log.error("%s: describe in %s failed: %s", label, region, exc)
+            outcome.errors.append(region)
+            continue
+        targets: dict[str, str] = {}
+        for instance in instances:
+            owner = by_id.get(instance.instance_id) or by_ip.get(instance.private_ip or "")
+            if owner is not None and instance.tags.get(TAG_POOL) == pool_key.get(owner):
+                targets[instance.instance_id] = owner
+        if not targets:
+            continue
+        try:
+            ec2.terminate(region, list(targets))
+        except Exception as exc:
+            log.error("%s: terminate in %s failed: %s", label, region, exc)
+            outcome.errors.append(region)
+            continue
+        outcome.terminated.update(targets)
+        log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
+    found = set(outcome.terminated.values())
+    outcome.not_found = [n for n in pool_key if n not in found]
+    if outcome.not_found:
+        log.info("%s: no instance for %s", label, compress(outcome.not_found))
+    to_reset = [
+        n for n in pool_key if not known or known.get(n) is None or known[n].addr != n or known[n].hostname != n
+    ]
+    try:
+        if to_reset:
+            slurm.reset_addresses(to_reset)
+            log.info("%s: NodeAddr/NodeHostname reset for %s", label, compress(to_reset))
+        if reason:
+            slurm.power_down(list(pool_key), reason)
+            log.warning("%s: powered down %s: %s", label, compress(pool_key), reason)
+    except SlurmError as exc:
+        log.error("%s: %s", label, exc)
+        outcome.errors.append("slurm")
+    return outcome

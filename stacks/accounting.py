@@ -1,0 +1,83 @@
+"""Accounting stack: the RDS database slurmdbd writes to, shared by every cluster of the config (federation).
+
+Aurora MySQL Serverless v2 or a single-AZ RDS MariaDB instance, encrypted, deletion protection on unless the config
+turns it off, credentials generated into Secrets Manager, removal policy SNAPSHOT. slurmdbd runs on the host
+cluster's controller; only the cluster members' security group may reach the database port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from cluster_config.model import Accounting
+
+DB_PORT = 3306
+DB_USER = "slurm"
+
+
+class AccountingStack(cdk.Stack):
+    """The shared Slurm accounting database."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        accounting: Accounting,
+        vpc: ec2.IVpc,
+        subnets: list[ec2.ISubnet],
+        clients: ec2.ISecurityGroup,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.security_group = ec2.SecurityGroup(self, "Database", vpc=vpc, description="Slurm accounting database")
+        self.security_group.add_ingress_rule(clients, ec2.Port.tcp(DB_PORT), "MySQL from slurmdbd (cluster members)")
+        placement = ec2.SubnetSelection(subnets=subnets)
+        common: dict[str, Any] = {
+            "vpc": vpc,
+            "vpc_subnets": placement,
+            "security_groups": [self.security_group],
+            "credentials": rds.Credentials.from_generated_secret(DB_USER),
+            "storage_encrypted": True,
+            "deletion_protection": accounting.deletion_protection,
+            "removal_policy": cdk.RemovalPolicy.SNAPSHOT,
+            "iam_authentication": True,
+            "port": DB_PORT,
+        }
+        if accounting.engine == "aurora_serverless_v2":
+            cluster = rds.DatabaseCluster(
+                self,
+                "Aurora",
+                engine=rds.DatabaseClusterEngine.aurora_mysql(version=rds.AuroraMysqlEngineVersion.VER_3_08_0),
+                writer=rds.ClusterInstance.serverless_v2("Writer"),
+                serverless_v2_min_capacity=0.5,
+                serverless_v2_max_capacity=8,
+                backup=rds.BackupProps(retention=cdk.Duration.days(7)),
+                cloudwatch_logs_exports=["error", "slowquery", "audit"],
+                **common,
+            )
+            self.endpoint = cluster.cluster_endpoint.socket_address
+            self.secret: secretsmanager.ISecret | None = cluster.secret
+        else:
+            instance = rds.DatabaseInstance(
+                self,
+                "MariaDb",
+                engine=rds.DatabaseInstanceEngine.maria_db(version=rds.MariaDbEngineVersion.VER_10_11_15),
+                instance_type=ec2.InstanceType(accounting.instance_class),
+                allocated_storage=20,
+                storage_type=rds.StorageType.GP3,
+                max_allocated_storage=200,
+                multi_az=False,
+                backup_retention=cdk.Duration.days(7),
+                cloudwatch_logs_exports=["error", "slowquery", "audit"],
+                **common,
+            )
+            self.endpoint = instance.instance_endpoint.socket_address
+            self.secret = instance.secret
+        cdk.CfnOutput(self, "Endpoint", value=self.endpoint, description="host:port of the accounting database")

@@ -1,0 +1,278 @@
+"""Cluster stack: controllers, compute launch templates and roles, munge key, events/monitoring, deconfigure.
+
+Controllers (1, or 2 in different AZs for SlurmctldHost primary/backup, StateSaveLocation on the shared file
+system) and compute nodes boot the Image Builder AMI resolved from SSM at launch. Compute nodes are launched by the
+power-save plugin from the per-pool launch templates (IMDSv2 required, instance metadata tags on, encrypted EBS).
+What the plugin needs (subnets, launch template ids, placement groups) is published as the `DeployedInfra` JSON in
+SSM (`naming.deployed_infra_parameter`); the controller bootstrap reads it and runs `elastic-slurm render`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from cluster_config.checks import architecture_of
+from cluster_config.model import Cluster, Partition, Pool
+from stacks.deconfigure import Deconfigure
+from stacks.iam_policies import fleet_statements
+from stacks.monitoring import ClusterMonitoring
+from stacks.naming import (
+    TAG_POOL,
+    TAG_ROLE,
+    ami_parameter,
+    deployed_infra_parameter,
+    image_flavor,
+    launch_template_key,
+)
+from stacks.network import ClusterSecurityGroups
+
+ROOT_VOLUME_GIB = {"controller": 100, "compute": 50, "gpu": 200}
+
+
+def root_volume(size_gib: int) -> ec2.BlockDevice:
+    """An encrypted gp3 root volume."""
+    return ec2.BlockDevice(
+        device_name="/dev/sda1",
+        volume=ec2.BlockDeviceVolume.ebs(size_gib, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3),
+    )
+
+
+class ClusterStack(cdk.Stack):
+    """Everything that runs Slurm for one cluster."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: Cluster,
+        config_path: Path,
+        vpc: ec2.IVpc,
+        subnets: list[ec2.ISubnet],
+        security_groups: ClusterSecurityGroups,
+        mounts_parameter: ssm.IStringParameter,
+        file_system_arns: list[str],
+        mount_points: list[str],
+        database_secret: secretsmanager.ISecret | None = None,
+        database_endpoint: str | None = None,
+        existing_database_secret_arn: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        if database_secret is None and existing_database_secret_arn:
+            database_secret = secretsmanager.Secret.from_secret_complete_arn(
+                self, "ExistingDbSecret", existing_database_secret_arn
+            )
+        self.cluster = cluster
+        self._subnets = {s.availability_zone: s for s in subnets}
+        self._sg = security_groups
+        self._vpc = vpc
+        self.munge_key = secretsmanager.Secret(
+            self,
+            "MungeKey",
+            description=f"munge key of Slurm cluster {cluster.name}",
+            generate_secret_string=secretsmanager.SecretStringGenerator(password_length=128, exclude_punctuation=True),
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "SlurmLogs",
+            log_group_name=f"/elastic-slurm/{cluster.name}",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.config_asset = s3_assets.Asset(self, "Config", path=str(config_path))
+        self.compute_role = self._node_role("ComputeRole", file_system_arns)
+        self.compute_profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
+        self.launch_templates: dict[str, ec2.LaunchTemplate] = {}
+        self.placement_groups: dict[str, ec2.PlacementGroup] = {}
+        for partition in cluster.partitions:
+            for pool in partition.pools:
+                self._pool(partition, pool)
+        self.controller_role = self._node_role("ControllerRole", file_system_arns)
+        self.controller_profile = iam.InstanceProfile(self, "ControllerProfile", role=self.controller_role)
+        for statement in fleet_statements(
+            self,
+            cluster.name,
+            vpc.vpc_id,
+            [lt.launch_template_id or "" for lt in self.launch_templates.values()],
+            self.compute_role.role_arn,
+        ):
+            self.controller_role.add_to_policy(statement)
+        self.config_asset.grant_read(self.controller_role)
+        if database_secret is not None:
+            database_secret.grant_read(self.controller_role)
+        infra = self._deployed_infra()
+        infra.grant_read(self.controller_role)
+        env = {
+            "ES_CLUSTER": cluster.name,
+            "ES_REGION": self.region,
+            "ES_MUNGE_SECRET": self.munge_key.secret_arn,
+            "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
+            "ES_LOG_GROUP": self.log_group.log_group_name,
+        }
+        self.monitoring = ClusterMonitoring(self, "Monitoring", cluster=cluster.name)
+        self.controllers = [
+            self._controller(index, env, infra, database_secret, database_endpoint)
+            for index in range(cluster.controller.count)
+        ]
+        self.monitoring.watch_controllers([c.ref for c in self.controllers])
+        self.monitoring.queue.grant_consume_messages(self.controller_role)
+        self.monitoring.topic.grant_publish(self.controller_role)
+        self.deconfigure = Deconfigure(self, "Deconfigure", cluster=cluster.name, mount_points=mount_points)
+        self.deconfigure.run_before_deleting(
+            *self.controllers,
+            *self.launch_templates.values(),
+            *self.placement_groups.values(),
+            self.compute_role,
+            self.compute_profile,
+            self.controller_role,
+            self.controller_profile,
+            self.munge_key,
+            self.log_group,
+        )
+        cdk.CfnOutput(self, "EventsQueueUrl", value=self.monitoring.queue.queue_url)
+        cdk.CfnOutput(self, "AlertsTopicArn", value=self.monitoring.topic.topic_arn)
+
+    def _node_role(self, construct_id: str, file_system_arns: list[str]) -> iam.Role:
+        """Role shared by the controller and compute nodes: SSM, logs, munge key, shared file systems, parameters."""
+        role = iam.Role(
+            self,
+            construct_id,
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        self.munge_key.grant_read(role)
+        self.log_group.grant_write(role)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadClusterParameters",
+                actions=["ssm:GetParameter", "ssm:GetParameters"],
+                resources=[self.format_arn(service="ssm", resource="parameter", resource_name=f"elastic-slurm/{self.cluster.name}/*")],
+            )
+        )  # fmt: skip
+        if file_system_arns:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="MountSharedFileSystems",
+                    actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                    resources=file_system_arns,
+                )
+            )
+        return role
+
+    def _user_data(self, role: str, env: dict[str, str]) -> ec2.UserData:
+        """Boot script: export the cluster's facts and hand over to the bootstrap the image installed."""
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(
+            "set -euo pipefail",
+            "install -d -m 0755 /etc/elastic-slurm",
+            *(f"echo '{key}={value}' >> /etc/elastic-slurm/env" for key, value in {**env, "ES_ROLE": role}.items()),
+            "exec /opt/elastic-slurm/bin/elastic-slurm-bootstrap \"$(grep ES_ROLE= /etc/elastic-slurm/env | cut -d= -f2)\"",
+        )  # fmt: skip
+        return user_data
+
+    def _pool(self, partition: Partition, pool: Pool) -> None:
+        key = f"{partition.name}-{pool.name}"
+        gpu = pool.gpu is not None
+        flavor = image_flavor(architecture_of(pool.instance_types[0]), gpu)
+        placement_group = None
+        if pool.placement_group:
+            placement_group = ec2.PlacementGroup(self, f"Pg-{key}", strategy=ec2.PlacementGroupStrategy.CLUSTER)
+            self.placement_groups[key] = placement_group
+        template = ec2.LaunchTemplate(
+            self,
+            f"Lt-{key}",
+            launch_template_name=f"{self.cluster.name}-{key}",
+            machine_image=ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(self.cluster.name, flavor)),
+            instance_type=ec2.InstanceType(pool.instance_types[0]),  # the plugin overrides it per launch
+            instance_profile=self.compute_profile,
+            security_group=self._sg.nodes,
+            http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
+            http_endpoint=True,
+            http_put_response_hop_limit=1,
+            instance_metadata_tags=True,  # the node reads its Slurm name from the `elastic-slurm:node` tag
+            block_devices=[root_volume(ROOT_VOLUME_GIB["gpu" if gpu else "compute"])],
+            placement_group=placement_group,
+            user_data=self._user_data("compute", {"ES_CLUSTER": self.cluster.name, "ES_POOL": key}),
+        )
+        cdk.Tags.of(template).add(TAG_POOL, key)
+        cdk.Tags.of(template).add(TAG_ROLE, "compute")
+        self.launch_templates[launch_template_key(partition.name, pool.name, self.region)] = template
+
+    def _controller(
+        self,
+        index: int,
+        env: dict[str, str],
+        infra: ssm.StringParameter,
+        database_secret: secretsmanager.ISecret | None,
+        database_endpoint: str | None,
+    ) -> ec2.CfnInstance:
+        azs = list(self._subnets)
+        subnet = self._subnets[azs[index % len(azs)]]  # the backup controller goes to the second AZ
+        flavor = image_flavor(architecture_of(self.cluster.controller.instance_type), False)
+        extra = {
+            "ES_CONTROLLER_INDEX": str(index),
+            "ES_DEPLOYED_INFRA": infra.parameter_name,
+            "ES_CONFIG_URL": self.config_asset.s3_object_url,
+            "ES_EVENTS_QUEUE": self.monitoring.queue.queue_url,
+            "ES_ALERTS_TOPIC": self.monitoring.topic.topic_arn,
+        }
+        if database_secret is not None and database_endpoint is not None:
+            extra |= {"ES_DB_SECRET": database_secret.secret_arn, "ES_DB_ENDPOINT": database_endpoint}
+        template = ec2.LaunchTemplate(
+            self,
+            f"ControllerLt{index}",
+            machine_image=ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(self.cluster.name, flavor)),
+            instance_type=ec2.InstanceType(self.cluster.controller.instance_type),
+            instance_profile=self.controller_profile,
+            security_group=self._sg.nodes,
+            http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
+            http_endpoint=True,
+            http_put_response_hop_limit=1,
+            instance_metadata_tags=True,
+            detailed_monitoring=True,
+            block_devices=[root_volume(ROOT_VOLUME_GIB["controller"])],
+            user_data=self._user_data("controller", {**env, **extra}),
+        )
+        template.connections.add_security_group(self._sg.ssh)
+        # L1 on purpose: ec2.Instance cannot launch from a launch template, and only a launch template may carry
+        # `resolve:ssm:` as image id — so a new AMI never replaces a running controller.
+        instance = ec2.CfnInstance(
+            self,
+            f"Controller{index}",
+            launch_template=ec2.CfnInstance.LaunchTemplateSpecificationProperty(
+                launch_template_id=template.launch_template_id, version=template.latest_version_number
+            ),
+            subnet_id=subnet.subnet_id,
+            monitoring=True,
+            tags=[cdk.CfnTag(key="Name", value=f"{self.cluster.name}-controller-{index}")],
+        )
+        cdk.Tags.of(instance).add(TAG_ROLE, "controller")
+        cdk.Tags.of(template).add(TAG_ROLE, "controller")
+        return instance
+
+    def _deployed_infra(self) -> ssm.StringParameter:
+        """`slurm_plugin.manifest.DeployedInfra` as JSON, with CloudFormation filling in the ids."""
+        data = {
+            "subnets": {az: subnet.subnet_id for az, subnet in self._subnets.items()},
+            "launch_templates": {k: lt.launch_template_id for k, lt in self.launch_templates.items()},
+            "placement_groups": {k: pg.placement_group_name for k, pg in self.placement_groups.items()},
+        }
+        return ssm.StringParameter(
+            self,
+            "DeployedInfra",
+            parameter_name=deployed_infra_parameter(self.cluster.name),
+            description=f"Ids the controller of {self.cluster.name} renders its runtime manifest from (JSON)",
+            string_value=self.to_json_string(data),
+            tier=ssm.ParameterTier.INTELLIGENT_TIERING,
+        )

@@ -1,0 +1,204 @@
+"""Images stack: EC2 Image Builder components, one recipe per image flavor (architecture × GPU), pipelines on the
+configured schedule, and an image built on deploy. Every build writes its AMI id to an SSM parameter
+(`naming.ami_parameter`) which the launch templates resolve at launch, so a new image rolls out without a redeploy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_imagebuilder as imagebuilder
+from constructs import Construct
+
+from cluster_config.checks import architecture_of
+from cluster_config.model import Cluster
+from stacks.naming import ami_parameter, image_flavor
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "imagebuilder"
+BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
+
+
+def needed_flavors(cluster: Cluster) -> list[tuple[str, bool]]:
+    """(architecture, gpu) pairs the controller and the pools need, in a stable order."""
+    flavors = {(architecture_of(cluster.controller.instance_type), False)}
+    for partition in cluster.partitions:
+        for pool in partition.pools:
+            flavors.add((architecture_of(pool.instance_types[0]), pool.gpu is not None))
+    return sorted(flavors)
+
+
+def parent_image(base_os: str, arch: str) -> str:
+    """Image Builder parent image of a base OS: a public SSM parameter, an AWS-managed image, or (Rocky, which
+    publishes none) an SSM parameter the operator sets once, see docs/deploy.md."""
+    short = {"x86_64": "x86", "arm64": "arm64"}[arch]
+    deb = {"x86_64": "amd64", "arm64": "arm64"}[arch]
+    return {
+        "al2023": f"ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}",
+        "ubuntu2204": f"ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/{deb}/hvm/ebs-gp2/ami-id",
+        "rhel9": f"arn:aws:imagebuilder:{{region}}:aws:image/red-hat-enterprise-linux-9-{short}/x.x.x",
+        "rocky9": f"ssm:/elastic-slurm/base-ami/rocky9-{arch}",
+    }[base_os]
+
+
+def _version(*texts: str) -> str:
+    """A semantic version that changes whenever the content does (Image Builder versions are immutable)."""
+    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+    return f"1.0.{int(digest[:7], 16)}"
+
+
+class ImagesStack(cdk.Stack):
+    """Image Builder pipelines of one cluster."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: Cluster,
+        vpc: ec2.IVpc,
+        subnets: list[ec2.ISubnet],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.parameter_names: dict[str, str] = {}
+        slurm_data = (ASSETS / "slurm.yaml").read_text(encoding="utf-8")
+        gpu_data = (ASSETS / "gpu.yaml").read_text(encoding="utf-8")
+        platform = "Linux"
+        self.slurm_component = imagebuilder.CfnComponent(
+            self, "SlurmComponent", name=f"{cluster.name}-slurm", platform=platform,
+            version=_version(slurm_data), data=slurm_data,
+        )  # fmt: skip
+        self.gpu_component = imagebuilder.CfnComponent(
+            self, "GpuComponent", name=f"{cluster.name}-gpu", platform=platform,
+            version=_version(gpu_data), data=gpu_data,
+        )  # fmt: skip
+        role = iam.Role(
+            self,
+            "BuilderRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("EC2InstanceProfileForImageBuilder"),
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
+            ],
+        )
+        profile = iam.CfnInstanceProfile(self, "BuilderProfile", roles=[role.role_name])
+        builder_sg = ec2.SecurityGroup(
+            self, "BuilderSg", vpc=vpc, description="Image Builder build instances (egress only)"
+        )
+        for arch, gpu in needed_flavors(cluster):
+            self._flavor(cluster, arch, gpu, profile, builder_sg, subnets[0], slurm_data, gpu_data)
+
+    def _flavor(
+        self,
+        cluster: Cluster,
+        arch: str,
+        gpu: bool,
+        profile: iam.CfnInstanceProfile,
+        builder_sg: ec2.ISecurityGroup,
+        subnet: ec2.ISubnet,
+        slurm_data: str,
+        gpu_data: str,
+    ) -> None:
+        flavor = image_flavor(arch, gpu)
+        cid = flavor.replace("_", "").replace("-", "").title()
+        components = [
+            imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(
+                component_arn=self.slurm_component.attr_arn,
+                parameters=[
+                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
+                        name="SlurmVersion", value=[cluster.images.slurm_version]
+                    )
+                ],
+            )
+        ]
+        if gpu:
+            components.append(
+                imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(component_arn=self.gpu_component.attr_arn)
+            )
+        recipe = imagebuilder.CfnImageRecipe(
+            self,
+            f"Recipe{cid}",
+            name=f"{cluster.name}-{flavor}",
+            version=_version(slurm_data, gpu_data if gpu else "", cluster.images.slurm_version, cluster.images.base_os),
+            parent_image=parent_image(cluster.images.base_os, arch).replace("{region}", self.region),
+            components=components,
+            block_device_mappings=[
+                imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
+                    device_name="/dev/sda1" if cluster.images.base_os != "al2023" else "/dev/xvda",
+                    ebs=imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty(
+                        volume_size=100 if gpu else 40, volume_type="gp3", encrypted=True, delete_on_termination=True
+                    ),
+                )
+            ],
+        )
+        infra = imagebuilder.CfnInfrastructureConfiguration(
+            self,
+            f"Infra{cid}",
+            name=f"{cluster.name}-{flavor}",
+            instance_profile_name=profile.ref,
+            instance_types=[BUILD_INSTANCE[arch]],
+            subnet_id=subnet.subnet_id,
+            security_group_ids=[builder_sg.security_group_id],
+            terminate_instance_on_failure=True,
+            instance_metadata_options=imagebuilder.CfnInfrastructureConfiguration.InstanceMetadataOptionsProperty(
+                http_tokens="required", http_put_response_hop_limit=2
+            ),
+        )
+        parameter = ami_parameter(cluster.name, flavor)
+        self.parameter_names[flavor] = parameter
+        distribution = imagebuilder.CfnDistributionConfiguration(
+            self,
+            f"Distribution{cid}",
+            name=f"{cluster.name}-{flavor}",
+            distributions=[
+                imagebuilder.CfnDistributionConfiguration.DistributionProperty(
+                    region=self.region,
+                    ami_distribution_configuration={
+                        "Name": f"elastic-slurm-{cluster.name}-{flavor}-{{{{ imagebuilder:buildDate }}}}",
+                        "AmiTags": {"elastic-slurm:cluster": cluster.name, "elastic-slurm:flavor": flavor},
+                    },
+                    # Image Builder writes the new AMI id here; launch templates resolve it at launch time.
+                    ssm_parameter_configurations=[
+                        imagebuilder.CfnDistributionConfiguration.SsmParameterConfigurationProperty(
+                            parameter_name=parameter, data_type="aws:ec2:image"
+                        )
+                    ],
+                )
+            ],
+        )
+        tests = imagebuilder.CfnImagePipeline.ImageTestsConfigurationProperty(
+            image_tests_enabled=True, timeout_minutes=60
+        )
+        schedule = None
+        if cluster.images.rebuild_schedule:
+            schedule = imagebuilder.CfnImagePipeline.ScheduleProperty(
+                schedule_expression=cluster.images.rebuild_schedule,
+                pipeline_execution_start_condition="EXPRESSION_MATCH_ONLY",
+            )
+        imagebuilder.CfnImagePipeline(
+            self,
+            f"Pipeline{cid}",
+            name=f"{cluster.name}-{flavor}",
+            image_recipe_arn=recipe.attr_arn,
+            infrastructure_configuration_arn=infra.attr_arn,
+            distribution_configuration_arn=distribution.attr_arn,
+            image_tests_configuration=tests,
+            schedule=schedule,
+            status="ENABLED",
+        )
+        # One build during `cdk deploy`, so the AMI parameter exists before the cluster stack launches anything.
+        imagebuilder.CfnImage(
+            self,
+            f"Image{cid}",
+            image_recipe_arn=recipe.attr_arn,
+            infrastructure_configuration_arn=infra.attr_arn,
+            distribution_configuration_arn=distribution.attr_arn,
+            image_tests_configuration=imagebuilder.CfnImage.ImageTestsConfigurationProperty(
+                image_tests_enabled=True, timeout_minutes=60
+            ),
+        )

@@ -1,0 +1,147 @@
+"""Events and monitoring of one cluster: EventBridge rules → SQS queue the cluster manager reads (spot interruption
+warnings, rebalance recommendations, instance state changes, scheduled events), an SNS topic for operator alerts,
+CloudWatch alarms on the queue and the controllers, and a dashboard.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+EC2_EVENTS = {
+    "SpotInterruption": ["EC2 Spot Instance Interruption Warning"],
+    "Rebalance": ["EC2 Instance Rebalance Recommendation"],
+    "StateChange": ["EC2 Instance State-change Notification"],
+}
+
+
+class ClusterMonitoring(Construct):
+    """Queue, rules, topic, alarms and dashboard."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str) -> None:
+        super().__init__(scope, construct_id)
+        dlq = sqs.Queue(
+            self,
+            "EventsDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Events",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.hours(6),  # stale EC2 events are useless to the manager
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
+        )
+        for name, detail_types in EC2_EVENTS.items():
+            events.Rule(
+                self,
+                name,
+                description=f"{cluster}: {detail_types[0]} to the cluster manager queue",
+                event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=detail_types),
+                targets=[targets.SqsQueue(self.queue)],
+            )
+        events.Rule(
+            self,
+            "ScheduledEvents",
+            description=f"{cluster}: EC2 scheduled events (AWS Health) to the cluster manager queue",
+            event_pattern=events.EventPattern(
+                source=["aws.health"],
+                detail_type=["AWS Health Event"],
+                detail={"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+            ),
+            targets=[targets.SqsQueue(self.queue)],
+        )
+        key = kms.Key(self, "AlertsKey", enable_key_rotation=True, description=f"{cluster}: operator alert topic")
+        key.grant_encrypt_decrypt(iam.ServicePrincipal("cloudwatch.amazonaws.com"))
+        self.topic = sns.Topic(self, "Alerts", display_name=f"Slurm cluster {cluster} alerts", master_key=key)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EnforceTls",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        )
+        alarms = [
+            cloudwatch.Alarm(
+                self,
+                "EventsBacklog",
+                alarm_description=f"{cluster}: the cluster manager is not draining its EC2 event queue",
+                metric=self.queue.metric_approximate_age_of_oldest_message(period=cdk.Duration.minutes(5)),
+                threshold=600,
+                evaluation_periods=2,
+            ),
+            cloudwatch.Alarm(
+                self,
+                "EventsDeadLetters",
+                alarm_description=f"{cluster}: EC2 events the cluster manager failed to process",
+                metric=dlq.metric_approximate_number_of_messages_visible(period=cdk.Duration.minutes(5)),
+                threshold=0,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+            ),
+        ]
+        for alarm in alarms:
+            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"elastic-slurm-{cluster}")
+        dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms, width=24),
+            cloudwatch.GraphWidget(
+                title="EC2 events",
+                left=[self.queue.metric_number_of_messages_received(), dlq.metric_approximate_number_of_messages_visible()],
+                width=12,
+            ),
+        )
+        self._cluster = cluster
+        self._dashboard = dashboard
+
+    def watch_controllers(self, instance_ids: list[str]) -> None:
+        """Status-check alarms and a CPU graph for the controllers."""
+        cluster = self._cluster
+        alarms: list[cloudwatch.Alarm] = []
+        for index, instance_id in enumerate(instance_ids):
+            alarms.append(
+                cloudwatch.Alarm(
+                    self,
+                    f"Controller{index}StatusCheck",
+                    alarm_description=f"{cluster}: controller {index} fails its EC2 status checks",
+                    metric=cloudwatch.Metric(
+                        namespace="AWS/EC2",
+                        metric_name="StatusCheckFailed",
+                        dimensions_map={"InstanceId": instance_id},
+                        period=cdk.Duration.minutes(1),
+                        statistic="Maximum",
+                    ),
+                    threshold=0,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    evaluation_periods=3,
+                )
+            )
+        for alarm in alarms:
+            alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self._dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Controller status", alarms=alarms, width=12),
+            cloudwatch.GraphWidget(
+                title="Controller CPU",
+                left=[
+                    cloudwatch.Metric(
+                        namespace="AWS/EC2", metric_name="CPUUtilization", dimensions_map={"InstanceId": instance_id}
+                    )
+                    for instance_id in instance_ids
+                ],
+                width=12,
+            ),
+        )

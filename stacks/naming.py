@@ -1,0 +1,44 @@
+"""Names shared by the stacks, the Lambda and the controller bootstrap: stack names, tag keys, SSM parameter paths.
+
+Pure functions only; nothing here touches CDK, so the runtime side can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
+
+__all__ = ["TAG_CLUSTER", "TAG_POOL", "TAG_ROLE"]
+
+TAG_ROLE = "elastic-slurm:role"
+PLACEHOLDER_ACCOUNT = "123456789012"
+
+# Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort) and the srun port range render writes into slurm.conf.
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURMDBD_PORT = 6819
+SRUN_PORT_RANGE = (60001, 63000)
+
+
+def stack_name(cluster: str, part: str) -> str:
+    """CloudFormation stack name of one part of a cluster: `es-{cluster}-{part}`."""
+    return f"es-{cluster}-{part}"
+
+
+def ami_parameter(cluster: str, flavor: str) -> str:
+    """SSM parameter the Image Builder distribution writes the newest AMI id to, e.g. `/elastic-slurm/c/ami/x86_64`."""
+    return f"/elastic-slurm/{cluster}/ami/{flavor}"
+
+
+def image_flavor(architecture: str, gpu: bool) -> str:
+    """`x86_64`, `arm64`, `x86_64-gpu`: one image recipe per flavor a cluster needs."""
+    return f"{architecture}-gpu" if gpu else architecture
+
+
+def deployed_infra_parameter(cluster: str) -> str:
+    """SSM parameter holding the cluster's `DeployedInfra` JSON (read by the controller bootstrap before render)."""
+    return f"/elastic-slurm/{cluster}/deployed-infra"
+
+
+def launch_template_key(partition: str, pool: str, region: str) -> str:
+    """Key of a launch template in `DeployedInfra.launch_templates`."""
+    return f"{partition}-{pool}@{region}"

@@ -1,0 +1,137 @@
+"""Network stack: the cluster's VPC (new, across the configured AZs, or imported by id) and its security groups.
+
+New VPC: one private compute subnet per AZ sized by `compute_subnet_prefix`, small public subnets only to host the
+single NAT gateway, gateway/interface VPC endpoints for S3, EC2, SSM, Secrets Manager, CloudWatch Logs and SQS (the
+controller's AWS traffic then never crosses the NAT), and VPC flow logs to CloudWatch Logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from cluster_config.checks import network_azs
+from cluster_config.model import Cluster, ExistingNetwork, NewNetwork
+from stacks.naming import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SRUN_PORT_RANGE
+
+PUBLIC_SUBNET_PREFIX = 26
+INTERFACE_ENDPOINTS = {
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
+}
+
+
+@dataclass(frozen=True)
+class ClusterSecurityGroups:
+    """The security groups every other stack attaches."""
+
+    nodes: ec2.ISecurityGroup  # controllers + compute: Slurm ports between members only
+    ssh: ec2.ISecurityGroup  # controllers: SSH from the configured CIDRs only
+    storage: ec2.ISecurityGroup  # EFS/FSx: NFS and Lustre from the nodes only
+
+
+class NetworkStack(cdk.Stack):
+    """VPC + security groups of one cluster's home region."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: Cluster, **kwargs: object) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        network = cluster.network
+        self.azs = network_azs(network)
+        if isinstance(network, NewNetwork):
+            self.vpc: ec2.IVpc = self._new_vpc(network)
+        else:
+            self.vpc = self._imported_vpc(network)
+        self.compute_subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        self.security_groups = self._security_groups(cluster)
+
+    def _new_vpc(self, network: NewNetwork) -> ec2.Vpc:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
+            availability_zones=list(network.availability_zones),
+            nat_gateways=1,  # one NAT for the whole VPC: AWS traffic goes through the endpoints below
+            restrict_default_security_group=False,  # the default SG is unused; avoids a custom-resource Lambda
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_PREFIX
+                ),
+                ec2.SubnetConfiguration(
+                    name="compute",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=network.compute_subnet_prefix,
+                ),
+            ],
+        )
+        flow_log_group = logs.LogGroup(
+            self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
+        vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        endpoints_sg = ec2.SecurityGroup(self, "Endpoints", vpc=vpc, description="Interface VPC endpoints")
+        endpoints_sg.add_ingress_rule(ec2.Peer.ipv4(network.vpc_cidr), ec2.Port.tcp(443), "HTTPS from inside the VPC")
+        for name, service in INTERFACE_ENDPOINTS.items():
+            vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                security_groups=[endpoints_sg],
+                open=False,
+            )
+        return vpc
+
+    def _imported_vpc(self, network: ExistingNetwork) -> ec2.IVpc:
+        # Vpc.from_lookup needs AWS credentials at synth time; the config carries every id we need instead.
+        cdk.Annotations.of(self).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+            "Imported subnets' route tables are the operator's; the stacks add no routes or gateway endpoints to them.",
+        )
+        return ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=network.vpc_id,
+            availability_zones=[s.availability_zone for s in network.subnets],
+            private_subnet_ids=[s.subnet_id for s in network.subnets],
+            private_subnet_ipv4_cidr_blocks=[s.cidr for s in network.subnets],
+        )
+
+    def _security_groups(self, cluster: Cluster) -> ClusterSecurityGroups:
+        nodes = ec2.SecurityGroup(
+            self, "Nodes", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: controllers and compute nodes"
+        )
+        ports = [
+            ("slurmctld", ec2.Port.tcp(SLURMCTLD_PORT)),
+            ("slurmd", ec2.Port.tcp(SLURMD_PORT)),
+            ("slurmdbd", ec2.Port.tcp(SLURMDBD_PORT)),
+            ("srun", ec2.Port.tcp_range(*SRUN_PORT_RANGE)),
+        ]
+        for label, port in ports:
+            nodes.add_ingress_rule(nodes, port, f"{label} between cluster members")
+        ssh = ec2.SecurityGroup(self, "Ssh", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: SSH access")
+        for cidr in cluster.ssh_allowed_cidrs:
+            ssh.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(22), f"SSH from {cidr}")
+        storage = ec2.SecurityGroup(
+            self, "Storage", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: shared file systems"
+        )
+        storage.add_ingress_rule(nodes, ec2.Port.tcp(2049), "NFS (EFS, ONTAP, OpenZFS) from cluster members")
+        storage.add_ingress_rule(nodes, ec2.Port.tcp(988), "Lustre from cluster members")
+        storage.add_ingress_rule(nodes, ec2.Port.tcp_range(1018, 1023), "Lustre from cluster members")
+        storage.add_ingress_rule(storage, ec2.Port.tcp(988), "Lustre between file servers")
+        storage.add_ingress_rule(storage, ec2.Port.tcp_range(1018, 1023), "Lustre between file servers")
+        if cluster.storage.fsx_ontap or cluster.storage.fsx_openzfs:
+            # NFSv3 clients of ONTAP/OpenZFS also need the portmapper and mountd/nlm ports.
+            for proto, port_range in [("tcp", ec2.Port.tcp), ("udp", ec2.Port.udp)]:
+                storage.add_ingress_rule(nodes, port_range(111), f"NFS portmapper ({proto}) from cluster members")
+            storage.add_ingress_rule(nodes, ec2.Port.tcp_range(20001, 20003), "NFS mountd/nlm from cluster members")
+            storage.add_ingress_rule(nodes, ec2.Port.udp_range(20001, 20003), "NFS mountd/nlm from cluster members")
+            storage.add_ingress_rule(nodes, ec2.Port.udp(2049), "NFS over UDP from cluster members")
+        return ClusterSecurityGroups(nodes=nodes, ssh=ssh, storage=storage)

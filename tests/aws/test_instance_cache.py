@@ -1,0 +1,81 @@
+"""`elastic-slurm instance-cache refresh` against the emulated AWS (moto server serves real instance type data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from elastic_slurm.cli import main
+from localcloud.emulated_aws import EmulatedAws
+from slurm_plugin.instance_cache import load_cache
+from slurm_plugin.manifest import load_manifest
+
+EXAMPLES = Path(__file__).parents[2] / "cluster_config" / "examples"
+
+
+def _refresh(aws: EmulatedAws, config: Path, out: Path, *extra: str) -> int:
+    return main(["instance-cache", "refresh", str(config), "--out", str(out), "--endpoint-url", aws.url, *extra])
+
+
+def test_refresh_queries_each_region_once_and_caches_the_config_types(aws: EmulatedAws, tmp_path: Path) -> None:
+    out = tmp_path / "cache.json"
+    assert _refresh(aws, EXAMPLES / "federation.yaml", out, "--no-on-demand-prices") == 0
+    calls = aws.call_counts()
+    assert calls.get("ec2:DescribeInstanceTypes") == 2
+    assert calls.get("ec2:DescribeSpotPriceHistory") == 2
+    assert not any(key.startswith("pricing:") for key in calls)
+    cache = load_cache(out)
+    assert {r: set(types) for r, types in cache.regions.items()} == {
+        "us-east-1": {"c7i.xlarge", "c6i.xlarge", "m7i.xlarge"},
+        "us-west-2": {"c7g.xlarge", "c6g.xlarge"},
+    }
+    graviton = cache.get("us-west-2", "c7g.xlarge")
+    assert (graviton.vcpus, graviton.memory_mib, graviton.architecture, graviton.gpus) == (4, 8192, "arm64", None)
+    assert graviton.prices.on_demand is None
+    assert graviton.prices.spot and all(az.startswith("us-west-2") for az in graviton.prices.spot)
+
+
+def test_gpu_types_carry_gpus_and_efa(aws: EmulatedAws, tmp_path: Path) -> None:
+    out = tmp_path / "cache.json"
+    assert _refresh(aws, EXAMPLES / "multi-az-gpu.yaml", out) == 0
+    p5 = load_cache(out).get("us-east-1", "p5.48xlarge")
+    assert p5.gpus is not None and (p5.gpus.count, p5.gpus.manufacturer, p5.gpus.name) == (8, "NVIDIA", "H100")
+    assert p5.efa is True
+
+
+def test_on_demand_prices_unreachable_are_stored_as_null(aws: EmulatedAws, tmp_path: Path) -> None:
+    out = tmp_path / "cache.json"
+    assert _refresh(aws, EXAMPLES / "minimal.yaml", out) == 0
+    assert load_cache(out).get("us-east-1", "c7i.large").prices.on_demand is None
+    assert aws.call_counts().get("pricing:GetProducts") == 1  # tried once, then given up for the whole refresh
+
+
+def test_refreshed_cache_renders_the_config(aws: EmulatedAws, tmp_path: Path) -> None:
+    config = EXAMPLES / "local-demo.yaml"
+    assert _refresh(aws, config, tmp_path / "cache.json", "--no-on-demand-prices") == 0
+    args = ["render", str(config), "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache.json")]
+    assert main(args) == 0
+    conf = (tmp_path / "out" / "slurm-elastic.conf").read_text()
+    assert "NodeName=cpu-small-[1-10] CPUs=2 " in conf
+    assert load_manifest(tmp_path / "out" / "manifest.json").pools[0].instance_types[0] == "c7i.large"
+
+
+def test_unknown_instance_type_exits_2_with_one_line(
+    aws: EmulatedAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = yaml.safe_load((EXAMPLES / "minimal.yaml").read_text())
+    data["clusters"][0]["partitions"][0]["pools"][0]["instance_types"] = ["c7i.large", "zz9.mega"]
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert _refresh(aws, config, tmp_path / "cache.json", "--no-on-demand-prices") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("elastic-slurm instance-cache: ") and "zz9.mega" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "cache.json").exists()
+
+
+def test_out_in_missing_directory_exits_2(aws: EmulatedAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _refresh(aws, EXAMPLES / "minimal.yaml", tmp_path / "nope" / "cache.json") == 2
+    assert "--out: directory" in capsys.readouterr().err

@@ -1,0 +1,89 @@
+"""One local cloud (real Slurm daemons + emulated AWS) shared by every e2e test of the session, always torn down.
+
+The tests need root (slurmctld/slurmd run as root), the Debian Slurm/munge/MariaDB packages and util-linux's
+`unshare --time`; without them they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.ops import LIVE
+
+CONFIG = Path(__file__).resolve().parents[2] / "cluster_config" / "examples" / "local-demo.yaml"
+NEEDED = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "unshare"]
+BOOT_DELAY = 1.0
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+    return f"missing programs: {', '.join(absent)}" if absent else None
+
+
+@pytest.fixture(scope="session")
+def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
+    """The running local cloud of the session (state dir in /var/tmp, removed unless a test failed)."""
+    reason = _missing()
+    if reason:
+        pytest.skip(f"local cloud e2e: {reason}")
+    # Not under pytest's tmp dir: munged wants every directory above its socket to be world-searchable.
+    state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-e2e-", dir="/var/tmp"))
+    local = LocalCloud(state_dir)
+    passed = False
+    try:
+        local.up(CONFIG, boot_delay=BOOT_DELAY)
+        yield local
+        passed = True
+    finally:
+        local.down()
+        if passed and request.session.testsfailed == 0:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        else:
+            print(f"local cloud e2e: logs kept in {state_dir / 'log'}")
+
+
+@pytest.fixture(autouse=True)
+def _healthy_cloud_after_each_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test leaves the emulated AWS without faults and instances booting normally."""
+    yield
+    if "cloud" in request.fixturenames:
+        local: LocalCloud = request.getfixturevalue("cloud")
+        local.clear_faults()
+        local.set_boot(boot_failure_rate=0.0)
+
+
+def cold_nodes(cloud: LocalCloud, count: int, prefix: str = "cpu-small-") -> list[str]:
+    """`count` powered-down nodes of a pool (a job pinned to them must launch instances)."""
+    nodes = sorted(
+        (n for n, s in cloud.nodes().items() if n.startswith(prefix) and s == "idle~"),
+        key=lambda n: int(n.rsplit("-", 1)[1]),
+    )
+    assert len(nodes) >= count, f"need {count} powered-down {prefix}* nodes, have {nodes}"
+    return nodes[:count]
+
+
+def warm_nodes(cloud: LocalCloud) -> list[str]:
+    """Nodes that are not powered down (to exclude them when a test needs a launch but cannot pin nodes)."""
+    return sorted(n for n, s in cloud.nodes().items() if not s.endswith("~"))
+
+
+def exclude_warm(cloud: LocalCloud) -> list[str]:
+    """sbatch arguments excluding every node that is up, so the job must power up a node."""
+    warm = warm_nodes(cloud)
+    return ["-x", ",".join(warm)] if warm else []
+
+
+def assert_no_orphans(cloud: LocalCloud, timeout: float = 60) -> None:
+    """Eventually every live instance belongs to a powered-up node (powering-down nodes get a moment)."""
+    cloud.wait_until(lambda: not cloud.orphan_instances(), timeout, "no orphan instances")
+    live = {i.private_ip for i in cloud.instances(LIVE)}
+    assert not cloud.orphan_instances(), live

@@ -1,0 +1,81 @@
+"""The local cloud's own config: loopback networks, base slurm.conf, and `elastic-slurm local` bad input."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+import pytest
+
+from cluster_config import load
+from elastic_slurm.cli import main
+from localcloud.aws_setup import plan_networks
+from localcloud.conf import Ports, slurm_conf, slurmdbd_conf
+from localcloud.layout import Layout
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "cluster_config" / "examples"
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+
+
+def test_every_emulated_subnet_is_a_loopback_slash20_one_per_az() -> None:
+    cluster = load(EXAMPLES / "local-demo.yaml").clusters[0]
+    (home,) = plan_networks(cluster)
+    assert home.vpc_cidr == "127.16.0.0/16"
+    assert list(home.subnets) == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    nets = [ipaddress.ip_network(c) for c in home.subnets.values()]
+    assert all(n.prefixlen == 20 and n.subnet_of(LOOPBACK) for n in nets)
+    assert len(set(nets)) == 3
+
+
+def test_remote_regions_get_their_own_loopback_vpc() -> None:
+    cluster = load(EXAMPLES / "federation.yaml").clusters[0]
+    plans = plan_networks(cluster)
+    assert [p.vpc_cidr for p in plans] == [f"127.{16 + i}.0.0/16" for i in range(len(plans))]
+    assert [p.region for p in plans] == [cluster.region, *(r.region for r in cluster.remote_regions)]
+
+
+def test_base_slurm_conf_uses_our_munge_socket_no_cgroups_and_includes_the_rendered_fragments(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    text = slurm_conf("local", "host", layout, Ports(1, 2, 3, 4, 5), accounting=True, slurmd_timeout=20)
+    lines = text.splitlines()
+    assert f"AuthInfo=socket={layout.munge_socket},cred_expire=20" in lines
+    assert f"AccountingStoragePass={layout.munge_socket}" in lines
+    assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
+    assert "SlurmctldHost=host(127.0.0.1)" in lines
+    assert lines[-1] == f"Include {layout.fragments_conf}"
+    keys = [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
+    assert len(keys) == len(set(keys)), "no key twice"
+    assert not {"ResumeProgram", "SuspendTime", "PrivateData", "ReturnToService"} & set(keys), "render owns these"
+    assert f"AuthInfo=socket={layout.munge_socket}" in slurmdbd_conf(layout, Ports(1, 2, 3, 4, 5), "pw").splitlines()
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["local", "up", "no-such.yaml"], "CONFIG"),
+        (["local", "up", str(EXAMPLES / "local-demo.yaml"), "--boot-failure-rate", "2"], "--boot-failure-rate"),
+        (["local", "up", str(EXAMPLES / "local-demo.yaml"), "--boot-delay", "-1"], "--boot-delay"),
+    ],
+)
+def test_local_up_bad_input_is_one_line_naming_the_argument(
+    argv: list[str], names: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main([*argv, "--state-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and names in err
+
+
+def test_local_status_without_a_cloud_says_so_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["local", "status", "--state-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "not running" in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="local up checks for root first")
+def test_local_up_refuses_a_non_empty_foreign_state_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("mine")
+    code = main(["local", "up", str(EXAMPLES / "local-demo.yaml"), "--state-dir", str(tmp_path)])
+    assert code == 2
+    assert "--state-dir" in capsys.readouterr().err
+    assert (tmp_path / "precious.txt").read_text() == "mine"
