@@ -10,6 +10,7 @@ Nothing is left running unless `--keep` is given.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import sys
 import time
@@ -104,7 +105,15 @@ def _node_class(state: str) -> str:
 def job_table(cloud: LocalCloud, job_ids: Sequence[str]) -> list[tuple[str, str, str, str, float | None]]:
     """(job id, name, state, nodes, submit→start seconds) per allocation, from sacct."""
     out = cloud.slurm(
-        "sacct", "-n", "-X", "-P", "-j", ",".join(job_ids), "-o", "JobID,JobName,State,NodeList,Submit,Start", check=False
+        "sacct",
+        "-n",
+        "-X",
+        "-P",
+        "-j",
+        ",".join(job_ids),
+        "-o",
+        "JobID,JobName,State,NodeList,Submit,Start",
+        check=False,
     )
     rows = []
     for line in out.splitlines():
@@ -113,10 +122,8 @@ def job_table(cloud: LocalCloud, job_ids: Sequence[str]) -> list[tuple[str, str,
             continue
         job_id, name, state, nodes, submit, start = parts
         wait = None
-        try:
+        with contextlib.suppress(ValueError):  # "Unknown" start of a job that never ran
             wait = (datetime.fromisoformat(start) - datetime.fromisoformat(submit)).total_seconds()
-        except ValueError:
-            pass
         rows.append((job_id, name, state.split()[0], nodes, wait))
     return rows
 
@@ -157,21 +164,22 @@ def _workload(cloud: LocalCloud, suspend_time: int) -> int:
         failures.append(str(exc))
         records = cloud.jobs(list(jobs))
     _say(f"== 4/5 jobs done; waiting for scale-down (SuspendTime={suspend_time}s) and instance termination")
+
+    def scaled_down() -> bool:
+        progress.tick()
+        return all(s.endswith("~") for s in cloud.nodes().values()) and not cloud.instances(LIVE)
+
     try:
-        cloud.wait_until(
-            lambda: (progress.tick() or True)
-            and all(s.endswith("~") for s in cloud.nodes().values())
-            and not cloud.instances(LIVE),
-            SCALE_DOWN_TIMEOUT,
-            "every node powered down and every instance terminated",
-        )
+        cloud.wait_until(scaled_down, SCALE_DOWN_TIMEOUT, "every node powered down and every instance terminated")
     except OpsError as exc:
         failures.append(str(exc))
     _say("== 5/5 summary")
     return _summary(cloud, jobs, records, progress, failures)
 
 
-def _summary(cloud: LocalCloud, jobs: dict[str, str], records: Sequence[object], progress: Progress, failures: list[str]) -> int:
+def _summary(
+    cloud: LocalCloud, jobs: dict[str, str], records: Sequence[object], progress: Progress, failures: list[str]
+) -> int:
     rows = job_table(cloud, list(jobs))
     _say(f"  {'job':<12} {'name':<10} {'state':<11} {'submit→start':>12}  nodes")
     for job_id, name, state, nodes, wait in rows:

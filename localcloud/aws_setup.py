@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_config.checks import network_azs, pool_azs, region_of_az
+from cluster_config.checks import network_azs
 from cluster_config.model import Cluster
 from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
 
@@ -100,14 +100,14 @@ def create_infra(cluster: Cluster, client: Ec2ClientFactory, endpoint_url: str) 
                     TagSpecifications=_tag_spec("launch-template", cluster, key),
                 )
                 templates[f"{key}@{plan.region}"] = template["LaunchTemplate"]["LaunchTemplateId"]
-    groups = _placement_groups(cluster, client)
+    groups = _placement_groups(cluster)
     return DeployedInfra(
         subnets=subnets, launch_templates=templates, placement_groups=groups, aws_endpoint_url=endpoint_url
     )
 
 
-def _placement_groups(cluster: Cluster, client: Ec2ClientFactory) -> dict[str, str]:
-    """A cluster placement group per pool that asks for one, in the region of the pool's first AZ."""
+def _placement_groups(cluster: Cluster) -> dict[str, str]:
+    """A placement group name per pool that asks for one (moto has no CreatePlacementGroup: names only)."""
     groups: dict[str, str] = {}
     for partition in cluster.partitions:
         for pool in partition.pools:
@@ -115,7 +115,5 @@ def _placement_groups(cluster: Cluster, client: Ec2ClientFactory) -> dict[str, s
                 continue
             key = f"{partition.name}-{pool.name}"
             name = f"{cluster.name}-{key}"
-            region = region_of_az(pool_azs(cluster, pool)[0])
-            client(region).create_placement_group(GroupName=name, Strategy="cluster")
             groups[key] = name
     return groups

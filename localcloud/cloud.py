@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
 from localcloud import conf, daemons, procs
@@ -32,10 +34,10 @@ from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
-from slurm_plugin.instance_cache import write_cache
+from slurm_plugin.instance_cache import CacheError, write_cache
 from slurm_plugin.instance_cache_aws import build_cache, types_by_region
 from slurm_plugin.manifest import write_manifest
-from slurm_plugin.render import RenderOptions, render_cluster
+from slurm_plugin.render import RenderError, RenderOptions, render_cluster
 
 LOG = logging.getLogger(__name__)
 DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
@@ -156,8 +158,15 @@ class LocalCloud(CloudOps):
         cluster_name: str | None = None,
         boot_delay: float = 2.0,
         boot_failure_rate: float = 0.0,
+        shared_with: LocalCloud | None = None,
     ) -> CloudInfo:
-        """Start everything; on any failure, stop what was started and raise LocalCloudError."""
+        """Start everything; on any failure, stop what was started and raise LocalCloudError.
+
+        With `shared_with` (a running local cloud of another cluster of the same config), reuse its emulated AWS,
+        munged (key and socket) and MariaDB/slurmdbd instead of starting our own: a second cluster of a federation.
+        The caller registers this cluster in slurmdbd first (see localcloud.federation); `down` then stops only
+        what this cloud started.
+        """
         config = load(config_path)
         cluster = self._pick_cluster(config, cluster_name)
         if self.is_up():
@@ -168,7 +177,14 @@ class LocalCloud(CloudOps):
         self.layout.create()
         self.set_boot(boot_delay=boot_delay, boot_failure_rate=boot_failure_rate, fail_boots=0)
         try:
-            return self._up(config, cluster, Path(config_path).resolve())
+            return self._up(config, cluster, Path(config_path).resolve(), shared_with)
+        except LocalCloudError:
+            self.down()
+            raise
+        except (CacheError, RenderError, ClientError, BotoCoreError, RuntimeError, OSError) as exc:
+            self.down()
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise LocalCloudError(f"local up failed: {first} (logs: {self.layout.log})") from exc
         except BaseException:
             self.down()
             raise
@@ -196,18 +212,26 @@ class LocalCloud(CloudOps):
             names = ", ".join(c.name for c in config.clusters)
             raise LocalCloudError(f"--cluster: no cluster '{name}' in the config (it has: {names})") from None
 
-    def _up(self, config: ElasticSlurmConfig, cluster: Cluster, config_path: Path) -> CloudInfo:
+    def _up(
+        self, config: ElasticSlurmConfig, cluster: Cluster, config_path: Path, shared: LocalCloud | None = None
+    ) -> CloudInfo:
         layout = self.layout
+        base = shared.info().ports if shared is not None else {}
         ports = conf.Ports(
-            aws=free_port(),
-            mysql=free_port(),
+            aws=base.get("aws") or free_port(),
+            mysql=base.get("mysql") or free_port(),
             slurmctld=free_port(),
-            slurmdbd=free_port(),
+            slurmdbd=base.get("slurmdbd") or free_port(),
             slurmd_base=_port_block(_node_count(cluster)),
         )
-        LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
-        aws = EmulatedAws.start(layout.log, port=ports.aws)
-        layout.pid_file("emulated-aws").write_text(f"{aws.pid}\n")
+        if shared is None:
+            LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
+            aws = EmulatedAws.start(layout.log, port=ports.aws)
+            layout.pid_file("emulated-aws").write_text(f"{aws.pid}\n")
+        else:
+            aws = shared.aws()
+            # our slurm.conf names our own run/munge.socket: make it the shared munged's socket
+            layout.munge_socket.symlink_to(shared.layout.munge_socket)
         regions = [plan.region for plan in plan_networks(cluster)]
 
         def ec2(region: str) -> Any:
@@ -256,9 +280,10 @@ class LocalCloud(CloudOps):
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         LOG.info("starting munged, MariaDB, slurmdbd, slurmctld")
         try:
-            daemons.start_munged(layout)
-            daemons.start_mariadb(layout, db_password)
-            daemons.start_slurmdbd(layout, cluster.name)
+            if shared is None:
+                daemons.start_munged(layout)
+                daemons.start_mariadb(layout, db_password)
+                daemons.start_slurmdbd(layout, cluster.name)
             daemons.start_slurmctld(layout)
         except daemons.DaemonError as exc:
             raise LocalCloudError(str(exc)) from None

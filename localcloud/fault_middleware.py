@@ -5,7 +5,8 @@ What it adds to moto, request by request:
 - latency, throttling (`RequestLimitExceeded`, 503, call not executed) and lost responses (call executed, 500 returned);
 - capacity errors: RunInstances fails as a whole (HTTP 500, like EC2); CreateFleet instant drops the matching overrides
   and reports each in the response's `errorSet`, as EC2 does;
-- ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again).
+- ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again);
+- RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset.
 """
 
@@ -128,6 +129,9 @@ class FaultMiddleware:
             return ec2_error(
                 code, f"We currently do not have sufficient {itype} capacity in {az}.", "500 Internal Server Error"
             )
+        if "MaxCount" in params and params.get("MinCount") != params["MaxCount"]:
+            # EC2 launches up to MaxCount when capacity is there; moto launches only MinCount.
+            raw = urlencode({**params, "MinCount": params["MaxCount"]}).encode()
         return self._forward(environ, raw)
 
     def _create_fleet(

@@ -46,12 +46,20 @@ def _slurmds(layout: Layout) -> list[str]:
     return stopped
 
 
+PLUGIN_MARKERS = ("slurm-resume", "slurm-suspend", "slurm_plugin")
+
+
 def _plugin_workers(layout: Layout) -> list[str]:
-    """Processes (resume/suspend workers) whose environment names our manifest."""
+    """Plugin processes (resume/suspend background workers) whose environment names our manifest.
+
+    Both must hold: a shell where a user exported the same ELASTIC_SLURM_MANIFEST is never touched.
+    """
     needle = f"ELASTIC_SLURM_MANIFEST={layout.manifest}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        if not any(marker in procs.cmdline(int(entry)) for marker in PLUGIN_MARKERS):
             continue
         try:
             environ = Path(f"/proc/{entry}/environ").read_bytes()

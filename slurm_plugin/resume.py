@@ -14,6 +14,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from slurm_plugin.background import (
+    DEFAULT_MANIFEST,
+    MANIFEST_ENV,
     InputError,
     manifest_path,
     new_request_id,
@@ -38,8 +40,10 @@ def job_groups(resume_data: Any) -> list[list[str]]:
         if not isinstance(job, dict):
             continue
         text = job.get("nodes_resume") or job.get("nodes_alloc")
+        if not text:
+            continue
         try:
-            groups.append(expand(str(text))) if text else None
+            groups.append(expand(str(text)))
         except ValueError:
             continue
     return groups
@@ -49,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=NAME,
         description="Slurm ResumeProgram: launch EC2 instances for powered-down cloud nodes (returns at once; "
-        f"the work runs in a background worker). Manifest: ${'{'}{'ELASTIC_SLURM_MANIFEST'}{'}'} or the default path.",
+        f"the work runs in a background worker). Manifest: ${MANIFEST_ENV}, default {DEFAULT_MANIFEST}.",
     )
     parser.add_argument("hostlist", nargs="?", help="Slurm hostlist of the nodes to resume, e.g. cpu-c7i-[1-4]")
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)

@@ -15,6 +15,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from slurm_plugin.background import (
+    DEFAULT_MANIFEST,
+    MANIFEST_ENV,
     InputError,
     manifest_path,
     new_request_id,
@@ -33,7 +35,9 @@ RESUME_FAIL = "slurm-resume-fail"
 
 
 def _parser(name: str, what: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=name, description=what)
+    parser = argparse.ArgumentParser(
+        prog=name, description=f"{what} Manifest: ${MANIFEST_ENV}, default {DEFAULT_MANIFEST}."
+    )
     parser.add_argument("hostlist", nargs="?", help="Slurm hostlist of the nodes, e.g. cpu-c7i-[1-4]")
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     return parser

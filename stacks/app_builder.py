@@ -6,24 +6,25 @@ shared accounting stack in the host cluster's region. cdk-nag's AwsSolutions pac
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-import json
-
 from cluster_config import load
 from cluster_config.checks import network_azs
-from cluster_config.model import Cluster, ElasticSlurmConfig
+from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, RemoteRegion
 from stacks.accounting import AccountingStack
 from stacks.cluster import ClusterStack
 from stacks.images import ImagesStack
 from stacks.nag import suppress_reviewed_findings
 from stacks.naming import PLACEHOLDER_ACCOUNT, TAG_CLUSTER, stack_name
 from stacks.network import NetworkStack
+from stacks.region import RegionStack
 from stacks.storage import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,7 @@ class ClusterStacks:
     images: ImagesStack
     cluster: ClusterStack
     accounting: AccountingStack | None
+    remote: list[tuple[NetworkStack, RegionStack]]
 
 
 def environment(cluster: Cluster) -> cdk.Environment:
@@ -58,21 +60,27 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
     for cluster in config.clusters:
         # The AZs are in the config: give CDK its AZ context so synth needs no AWS account (no lookup).
         account = environment(cluster).account
-        azs = [az for az in network_azs(cluster.network)]
-        key = f"availability-zones:account={account}:region={cluster.region}"
-        if app.node.try_get_context(key) is None:
-            app.node.set_context(key, azs)
+        for region, network in [
+            (cluster.region, cluster.network),
+            *((r.region, r.network) for r in cluster.remote_regions),
+        ]:
+            key = f"availability-zones:account={account}:region={region}"
+            if app.node.try_get_context(key) is None:
+                app.node.set_context(key, network_azs(network))
     for cluster in config.clusters:
         result[cluster.name] = _cluster_stacks(app, config, cluster, config_path)
     for name, stacks in result.items():
-        kinds = {"network": stacks.network, "storage": stacks.storage, "images": stacks.images}
-        kinds |= {"cluster": stacks.cluster, "accounting": stacks.accounting}
-        for kind, stack in kinds.items():
+        kinds: list[tuple[str, cdk.Stack | None]] = [("network", stacks.network), ("storage", stacks.storage)]
+        kinds += [("images", stacks.images), ("cluster", stacks.cluster), ("accounting", stacks.accounting)]
+        kinds += [(kind, s) for pair in stacks.remote for kind, s in zip(("network", "region"), pair, strict=True)]
+        cluster = config.cluster(name)
+        regions = [cluster.region, *(r.region for r in cluster.remote_regions)]
+        for kind, stack in kinds:
             if stack is None:
                 continue
-            for key, value in {**config.tags, **config.cluster(name).tags}.items():
+            for key, value in {**config.tags, **cluster.tags}.items():
                 cdk.Tags.of(stack).add(key, value)
-            suppress_reviewed_findings(stack, kind, name)
+            suppress_reviewed_findings(stack, kind, name, regions)
     # cdk-nag v3 runs as a CDK policy-validation plugin (v2 was an Aspect); findings fail the synth.
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return result
@@ -81,24 +89,41 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
 def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, config_path: Path) -> ClusterStacks:
     env = environment(cluster)
     name = cluster.name
+    crossing = bool(cluster.remote_regions)  # CDK cross-region references (SSM-backed) only when regions are remote
+    remote_cidrs = tuple(c for r in cluster.remote_regions for c in network_cidrs(r.network))
     network = NetworkStack(
-        app, stack_name(name, "network"), cluster=cluster, env=env, description=f"Slurm cluster {name}: VPC and SGs"
+        app,
+        stack_name(name, "network"),
+        cluster=cluster,
+        peer_cidrs=remote_cidrs,
+        env=env,
+        cross_region_references=crossing,
+        description=f"Slurm cluster {name}: VPC and SGs",
     )
+    remote = [_region_stacks(app, cluster, network, remote_region) for remote_region in cluster.remote_regions]
     subnets = network.compute_subnets
-    common = {"env": env, "vpc": network.vpc, "subnets": subnets}
+    common: dict[str, Any] = {"env": env, "vpc": network.vpc, "subnets": subnets}
     storage = StorageStack(
-        app, stack_name(name, "storage"), cluster=cluster, security_groups=network.security_groups,
-        description=f"Slurm cluster {name}: shared file systems", **common,
-    )  # fmt: skip
+        app,
+        stack_name(name, "storage"),
+        cluster=cluster,
+        security_groups=network.security_groups,
+        description=f"Slurm cluster {name}: shared file systems",
+        **common,
+    )
     images = ImagesStack(
         app, stack_name(name, "images"), cluster=cluster, description=f"Slurm cluster {name}: AMI pipelines", **common
     )
     accounting = None
     if config.accounting.mode == "create" and name == host_cluster(config):
         accounting = AccountingStack(
-            app, stack_name(name, "accounting"), accounting=config.accounting, clients=network.security_groups.nodes,
-            description="Slurm accounting database (shared by every cluster of the config)", **common,
-        )  # fmt: skip
+            app,
+            stack_name(name, "accounting"),
+            accounting=config.accounting,
+            clients=network.security_groups.nodes,
+            description="Slurm accounting database (shared by every cluster of the config)",
+            **common,
+        )
     mount_points = [m["mount_point"] for m in storage.mounts]
     cluster_stack = ClusterStack(
         app,
@@ -112,6 +137,8 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         database_secret=accounting.secret if accounting else None,
         database_endpoint=accounting.endpoint if accounting else config.accounting.endpoint,
         existing_database_secret_arn=config.accounting.secret_arn,
+        remote_regions=[region for _, region in remote],
+        cross_region_references=crossing,
         description=f"Slurm cluster {name}: controllers, launch templates, events, deconfigure",
         **common,
     )
@@ -119,11 +146,55 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
     for dependency in (storage, images, accounting):
         if dependency is not None:
             cluster_stack.add_stack_dependency(dependency, "deconfigure must run before shared resources are deleted")
-    for stack in (network, storage, images, cluster_stack):
+    for stack in (network, storage, images, cluster_stack, *(s for pair in remote for s in pair)):
         cdk.Tags.of(stack).add(TAG_CLUSTER, name)
+    if crossing:
+        for stack in (network, cluster_stack, *(s for pair in remote for s in pair)):
+            # cfn-lint W3005, template-wide because CDK generates its cross-region reference providers during
+            # synthesis (after our code and aspects ran, so no per-resource metadata): like every aws-cdk-lib
+            # Lambda they carry a DependsOn on their role next to the GetAtt. Harmless.
+            stack.template_options.metadata = {"cfn-lint": {"config": {"ignore_checks": ["W3005"]}}}
     if accounting is not None:
         cdk.Tags.of(accounting).add(TAG_CLUSTER, name)
-    return ClusterStacks(network, storage, images, cluster_stack, accounting)
+    return ClusterStacks(network, storage, images, cluster_stack, accounting, remote)
+
+
+def network_cidrs(network: NewNetwork | ExistingNetwork) -> tuple[str, ...]:
+    """The address ranges of a network (its VPC CIDR, or its imported subnets' CIDRs)."""
+    if isinstance(network, NewNetwork):
+        return (network.vpc_cidr,)
+    return tuple(s.cidr for s in network.subnets)
+
+
+def _region_stacks(
+    app: cdk.App, cluster: Cluster, home: NetworkStack, remote: RemoteRegion
+) -> tuple[NetworkStack, RegionStack]:
+    """The network and region stacks of one remote region, peered with the home VPC."""
+    env = cdk.Environment(account=environment(cluster).account, region=remote.region)
+    home_cidrs = network_cidrs(cluster.network)
+    name = cluster.name
+    network = NetworkStack(
+        app,
+        stack_name(name, f"network-{remote.region}"),
+        cluster=cluster,
+        network=remote.network,
+        peer_cidrs=home_cidrs,
+        env=env,
+        description=f"Slurm cluster {name}: VPC and SGs in {remote.region}",
+    )
+    region = RegionStack(
+        app,
+        stack_name(name, f"region-{remote.region}"),
+        cluster=cluster,
+        network=network,
+        home_vpc_id=home.vpc.vpc_id,
+        home_region=cluster.region,
+        home_cidrs=home_cidrs,
+        env=env,
+        cross_region_references=True,
+        description=f"Slurm cluster {name}: peering and launch templates in {remote.region}",
+    )
+    return network, region
 
 
 def build_app(config_path: str | Path = DEFAULT_CONFIG, outdir: str | Path | None = None) -> cdk.App:

@@ -21,30 +21,23 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from cluster_config.checks import architecture_of
-from cluster_config.model import Cluster, Partition, Pool
+from cluster_config.checks import architecture_of, pool_azs, region_of_az
+from cluster_config.model import Cluster, NewNetwork, Partition, Pool
 from stacks.deconfigure import Deconfigure
-from stacks.iam_policies import fleet_statements
+from stacks.iam_policies import RegionTarget, fleet_statements
+from stacks.launch_templates import ROOT_VOLUME_GIB, pool_launch_template, root_volume, user_data
 from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
-    TAG_POOL,
     TAG_ROLE,
     ami_parameter,
     deployed_infra_parameter,
     image_flavor,
     launch_template_key,
+    log_group_name,
+    munge_secret_name,
 )
 from stacks.network import ClusterSecurityGroups
-
-ROOT_VOLUME_GIB = {"controller": 100, "compute": 50, "gpu": 200}
-
-
-def root_volume(size_gib: int) -> ec2.BlockDevice:
-    """An encrypted gp3 root volume."""
-    return ec2.BlockDevice(
-        device_name="/dev/sda1",
-        volume=ec2.BlockDeviceVolume.ebs(size_gib, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3),
-    )
+from stacks.region import RegionStack
 
 
 class ClusterStack(cdk.Stack):
@@ -66,6 +59,7 @@ class ClusterStack(cdk.Stack):
         database_secret: secretsmanager.ISecret | None = None,
         database_endpoint: str | None = None,
         existing_database_secret_arn: str | None = None,
+        remote_regions: list[RegionStack] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -74,22 +68,31 @@ class ClusterStack(cdk.Stack):
                 self, "ExistingDbSecret", existing_database_secret_arn
             )
         self.cluster = cluster
+        self.remote_regions = remote_regions or []
         self._subnets = {s.availability_zone: s for s in subnets}
         self._sg = security_groups
         self._vpc = vpc
         self.munge_key = secretsmanager.Secret(
             self,
             "MungeKey",
+            secret_name=munge_secret_name(cluster.name),
             description=f"munge key of Slurm cluster {cluster.name}",
             generate_secret_string=secretsmanager.SecretStringGenerator(password_length=128, exclude_punctuation=True),
         )
         self.log_group = logs.LogGroup(
             self,
             "SlurmLogs",
-            log_group_name=f"/elastic-slurm/{cluster.name}",
+            log_group_name=log_group_name(cluster.name),
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
+        self._env = env = {
+            "ES_CLUSTER": cluster.name,
+            "ES_REGION": self.region,
+            "ES_MUNGE_SECRET": self.munge_key.secret_arn,
+            "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
+            "ES_LOG_GROUP": self.log_group.log_group_name,
+        }
         self.config_asset = s3_assets.Asset(self, "Config", path=str(config_path))
         self.compute_role = self._node_role("ComputeRole", file_system_arns)
         self.compute_profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
@@ -100,26 +103,28 @@ class ClusterStack(cdk.Stack):
                 self._pool(partition, pool)
         self.controller_role = self._node_role("ControllerRole", file_system_arns)
         self.controller_profile = iam.InstanceProfile(self, "ControllerProfile", role=self.controller_role)
-        for statement in fleet_statements(
-            self,
-            cluster.name,
+        home = RegionTarget(
+            self.region,
             vpc.vpc_id,
             [lt.launch_template_id or "" for lt in self.launch_templates.values()],
             self.compute_role.role_arn,
-        ):
+        )
+        remote = [
+            RegionTarget(
+                r.region,
+                r.vpc_id,
+                [lt.launch_template_id or "" for lt in r.launch_templates.values()],
+                r.compute_role.role_arn,
+            )
+            for r in self.remote_regions
+        ]
+        for statement in fleet_statements(self, cluster.name, [home, *remote]):
             self.controller_role.add_to_policy(statement)
         self.config_asset.grant_read(self.controller_role)
         if database_secret is not None:
             database_secret.grant_read(self.controller_role)
         infra = self._deployed_infra()
         infra.grant_read(self.controller_role)
-        env = {
-            "ES_CLUSTER": cluster.name,
-            "ES_REGION": self.region,
-            "ES_MUNGE_SECRET": self.munge_key.secret_arn,
-            "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
-            "ES_LOG_GROUP": self.log_group.log_group_name,
-        }
         self.monitoring = ClusterMonitoring(self, "Monitoring", cluster=cluster.name)
         self.controllers = [
             self._controller(index, env, infra, database_secret, database_endpoint)
@@ -128,7 +133,11 @@ class ClusterStack(cdk.Stack):
         self.monitoring.watch_controllers([c.ref for c in self.controllers])
         self.monitoring.queue.grant_consume_messages(self.controller_role)
         self.monitoring.topic.grant_publish(self.controller_role)
-        self.deconfigure = Deconfigure(self, "Deconfigure", cluster=cluster.name, mount_points=mount_points)
+        regions = [self.region, *(r.region for r in self.remote_regions)]
+        self.deconfigure = Deconfigure(
+            self, "Deconfigure", cluster=cluster.name, mount_points=mount_points, regions=regions
+        )
+        self._peering_routes(subnets)
         self.deconfigure.run_before_deleting(
             *self.controllers,
             *self.launch_templates.values(),
@@ -157,9 +166,13 @@ class ClusterStack(cdk.Stack):
             iam.PolicyStatement(
                 sid="ReadClusterParameters",
                 actions=["ssm:GetParameter", "ssm:GetParameters"],
-                resources=[self.format_arn(service="ssm", resource="parameter", resource_name=f"elastic-slurm/{self.cluster.name}/*")],
+                resources=[
+                    self.format_arn(
+                        service="ssm", resource="parameter", resource_name=f"elastic-slurm/{self.cluster.name}/*"
+                    )
+                ],
             )
-        )  # fmt: skip
+        )
         if file_system_arns:
             role.add_to_policy(
                 iam.PolicyStatement(
@@ -170,44 +183,24 @@ class ClusterStack(cdk.Stack):
             )
         return role
 
-    def _user_data(self, role: str, env: dict[str, str]) -> ec2.UserData:
-        """Boot script: export the cluster's facts and hand over to the bootstrap the image installed."""
-        user_data = ec2.UserData.for_linux()
-        user_data.add_commands(
-            "set -euo pipefail",
-            "install -d -m 0755 /etc/elastic-slurm",
-            *(f"echo '{key}={value}' >> /etc/elastic-slurm/env" for key, value in {**env, "ES_ROLE": role}.items()),
-            "exec /opt/elastic-slurm/bin/elastic-slurm-bootstrap \"$(grep ES_ROLE= /etc/elastic-slurm/env | cut -d= -f2)\"",
-        )  # fmt: skip
-        return user_data
-
     def _pool(self, partition: Partition, pool: Pool) -> None:
         key = f"{partition.name}-{pool.name}"
-        gpu = pool.gpu is not None
-        flavor = image_flavor(architecture_of(pool.instance_types[0]), gpu)
         placement_group = None
         if pool.placement_group:
             placement_group = ec2.PlacementGroup(self, f"Pg-{key}", strategy=ec2.PlacementGroupStrategy.CLUSTER)
             self.placement_groups[key] = placement_group
-        template = ec2.LaunchTemplate(
+        if not any(region_of_az(az) == self.region for az in pool_azs(self.cluster, pool)):
+            return  # every AZ of the pool is remote: its templates live in the region stacks
+        self.launch_templates[launch_template_key(partition.name, pool.name, self.region)] = pool_launch_template(
             self,
-            f"Lt-{key}",
-            launch_template_name=f"{self.cluster.name}-{key}",
-            machine_image=ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(self.cluster.name, flavor)),
-            instance_type=ec2.InstanceType(pool.instance_types[0]),  # the plugin overrides it per launch
-            instance_profile=self.compute_profile,
+            cluster=self.cluster.name,
+            partition=partition.name,
+            pool=pool,
+            profile=self.compute_profile,
             security_group=self._sg.nodes,
-            http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
-            http_endpoint=True,
-            http_put_response_hop_limit=1,
-            instance_metadata_tags=True,  # the node reads its Slurm name from the `elastic-slurm:node` tag
-            block_devices=[root_volume(ROOT_VOLUME_GIB["gpu" if gpu else "compute"])],
+            boot_env=self._env,
             placement_group=placement_group,
-            user_data=self._user_data("compute", {"ES_CLUSTER": self.cluster.name, "ES_POOL": key}),
         )
-        cdk.Tags.of(template).add(TAG_POOL, key)
-        cdk.Tags.of(template).add(TAG_ROLE, "compute")
-        self.launch_templates[launch_template_key(partition.name, pool.name, self.region)] = template
 
     def _controller(
         self,
@@ -242,7 +235,7 @@ class ClusterStack(cdk.Stack):
             instance_metadata_tags=True,
             detailed_monitoring=True,
             block_devices=[root_volume(ROOT_VOLUME_GIB["controller"])],
-            user_data=self._user_data("controller", {**env, **extra}),
+            user_data=user_data("controller", {**env, **extra}),
         )
         template.connections.add_security_group(self._sg.ssh)
         # L1 on purpose: ec2.Instance cannot launch from a launch template, and only a launch template may carry
@@ -261,11 +254,31 @@ class ClusterStack(cdk.Stack):
         cdk.Tags.of(template).add(TAG_ROLE, "controller")
         return instance
 
+    def _peering_routes(self, subnets: list[ec2.ISubnet]) -> None:
+        """Home-side routes to every remote region's VPC through its peering connection."""
+        if not isinstance(self.cluster.network, NewNetwork):
+            return  # imported subnets: their route tables are the operator's (docs/deploy.md)
+        for remote in self.remote_regions:
+            for cidr_index, cidr in enumerate(remote.cidrs):
+                for index, subnet in enumerate(subnets):
+                    ec2.CfnRoute(
+                        self,
+                        f"To{remote.region.replace('-', '')}{cidr_index}x{index}",
+                        route_table_id=subnet.route_table.route_table_id,
+                        destination_cidr_block=cidr,
+                        vpc_peering_connection_id=remote.peering.ref,
+                    )
+
     def _deployed_infra(self) -> ssm.StringParameter:
         """`slurm_plugin.manifest.DeployedInfra` as JSON, with CloudFormation filling in the ids."""
+        subnets = {az: subnet.subnet_id for az, subnet in self._subnets.items()}
+        templates = {k: lt.launch_template_id for k, lt in self.launch_templates.items()}
+        for remote in self.remote_regions:
+            subnets |= remote.subnets
+            templates |= {k: lt.launch_template_id for k, lt in remote.launch_templates.items()}
         data = {
-            "subnets": {az: subnet.subnet_id for az, subnet in self._subnets.items()},
-            "launch_templates": {k: lt.launch_template_id for k, lt in self.launch_templates.items()},
+            "subnets": subnets,
+            "launch_templates": templates,
             "placement_groups": {k: pg.placement_group_name for k, pg in self.placement_groups.items()},
         }
         return ssm.StringParameter(

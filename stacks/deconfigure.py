@@ -26,14 +26,16 @@ SERVICE_TIMEOUT = cdk.Duration.minutes(20)
 class Deconfigure(Construct):
     """Lambda + custom resource; call `run_before_deleting(...)` with what must outlive the clean-up."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, mount_points: list[str]) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster: str, mount_points: list[str], regions: list[str]
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         log_group = logs.LogGroup(
             self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
         )
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        for statement in deconfigure_statements(stack, cluster):
+        for statement in deconfigure_statements(stack, cluster, regions):
             role.add_to_policy(statement)
         role.add_to_policy(
             iam.PolicyStatement(
@@ -63,7 +65,7 @@ class Deconfigure(Construct):
             "Resource",
             service_token=self.function.function_arn,
             resource_type="Custom::ElasticSlurmDeconfigure",
-            properties={"ClusterName": cluster, "MountPoints": mount_points},
+            properties={"ClusterName": cluster, "MountPoints": mount_points, "Regions": regions},
             service_timeout=SERVICE_TIMEOUT,
         )
 

@@ -6,22 +6,39 @@ and may terminate only instances carrying the cluster tag (IAM conditions, not t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from stacks.naming import TAG_CLUSTER
+from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST
+
+# What RunInstances/CreateFleet create (and tag) besides the launch template's inputs.
+LAUNCHED = ("instance/*", "volume/*", "network-interface/*", "fleet/*", "spot-instances-request/*")
 
 
-def _arn(stack: cdk.Stack, resource: str, service: str = "ec2") -> str:
-    return f"arn:{stack.partition}:{service}:{stack.region}:{stack.account}:{resource}"
+@dataclass(frozen=True)
+class RegionTarget:
+    """Where the controller may launch: one region's VPC, launch templates and compute role."""
+
+    region: str
+    vpc_id: str
+    launch_template_ids: list[str]
+    compute_role_arn: str
 
 
-def fleet_statements(
-    stack: cdk.Stack, cluster: str, vpc_id: str, launch_template_ids: list[str], compute_role_arn: str
-) -> list[iam.PolicyStatement]:
-    """What the power-save plugin needs to launch and terminate compute nodes of `cluster`."""
+def _arn(stack: cdk.Stack, resource: str, service: str = "ec2", region: str | None = None) -> str:
+    return f"arn:{stack.partition}:{service}:{region or stack.region}:{stack.account}:{resource}"
+
+
+def fleet_statements(stack: cdk.Stack, cluster: str, targets: list[RegionTarget]) -> list[iam.PolicyStatement]:
+    """What the power-save plugin needs to launch and terminate compute nodes of `cluster` in every region."""
     tagged_on_create = {"StringEquals": {f"aws:RequestTag/{TAG_CLUSTER}": cluster}}
-    template_arns = [_arn(stack, f"launch-template/{lt}") for lt in launch_template_ids]
+    regions = [t.region for t in targets]
+    template_arns = [
+        _arn(stack, f"launch-template/{lt}", region=t.region) for t in targets for lt in t.launch_template_ids
+    ]
+    launched = [_arn(stack, kind, region=r) for r in regions for kind in LAUNCHED]
     return [
         iam.PolicyStatement(
             sid="LaunchOnlyFromClusterTemplates",
@@ -31,43 +48,39 @@ def fleet_statements(
         iam.PolicyStatement(
             sid="LaunchOnlyTaggedInstances",
             actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=[
-                _arn(stack, "instance/*"),
-                _arn(stack, "volume/*"),
-                _arn(stack, "network-interface/*"),
-                _arn(stack, "fleet/*"),
-                _arn(stack, "spot-instances-request/*"),
-            ],
+            resources=launched,
             conditions=tagged_on_create,
         ),
         iam.PolicyStatement(
-            sid="LaunchIntoClusterVpcOnly",
+            sid="LaunchIntoClusterVpcsOnly",
             actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=[_arn(stack, "subnet/*"), _arn(stack, "security-group/*")],
-            conditions={"ArnEquals": {"ec2:Vpc": _arn(stack, f"vpc/{vpc_id}")}},
+            resources=[_arn(stack, kind, region=r) for r in regions for kind in ("subnet/*", "security-group/*")],
+            conditions={"ArnEquals": {"ec2:Vpc": [_arn(stack, f"vpc/{t.vpc_id}", region=t.region) for t in targets]}},
         ),
         iam.PolicyStatement(
             sid="LaunchFromImagesAndPlacementGroups",
             actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=[_arn(stack, "placement-group/*"), f"arn:{stack.partition}:ec2:{stack.region}::image/*"],
+            resources=[
+                *(_arn(stack, "placement-group/*", region=r) for r in regions),
+                *(f"arn:{stack.partition}:ec2:{r}::image/*" for r in regions),
+            ],
         ),
         iam.PolicyStatement(
             sid="TagOnlyWhileLaunching",
             actions=["ec2:CreateTags"],
-            resources=[_arn(stack, "instance/*"), _arn(stack, "volume/*"), _arn(stack, "network-interface/*"),
-                       _arn(stack, "fleet/*"), _arn(stack, "spot-instances-request/*")],
+            resources=launched,
             conditions={"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
-        ),  # fmt: skip
+        ),
         iam.PolicyStatement(
             sid="TerminateOnlyClusterInstances",
             actions=["ec2:TerminateInstances"],
-            resources=[_arn(stack, "instance/*")],
+            resources=[_arn(stack, "instance/*", region=r) for r in regions],
             conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
         ),
         iam.PolicyStatement(
-            sid="PassOnlyComputeRoleToEc2",
+            sid="PassOnlyComputeRolesToEc2",
             actions=["iam:PassRole"],
-            resources=[compute_role_arn],
+            resources=[t.compute_role_arn for t in targets],
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
         iam.PolicyStatement(
@@ -95,7 +108,7 @@ def fleet_statements(
     ]
 
 
-def deconfigure_statements(stack: cdk.Stack, cluster: str) -> list[iam.PolicyStatement]:
+def deconfigure_statements(stack: cdk.Stack, cluster: str, regions: list[str]) -> list[iam.PolicyStatement]:
     """What the deconfigure Lambda needs: find, terminate (cluster-tagged only) and clean up submit hosts."""
     return [
         iam.PolicyStatement(
@@ -106,14 +119,14 @@ def deconfigure_statements(stack: cdk.Stack, cluster: str) -> list[iam.PolicySta
         iam.PolicyStatement(
             sid="TerminateOnlyClusterInstances",
             actions=["ec2:TerminateInstances"],
-            resources=[_arn(stack, "instance/*")],
+            resources=[_arn(stack, "instance/*", region=r) for r in regions],
             conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
         ),
         iam.PolicyStatement(
-            sid="RunShellOnlyOnClusterInstances",
+            sid="RunShellOnlyOnSubmitHosts",
             actions=["ssm:SendCommand"],
             resources=[_arn(stack, "instance/*")],
-            conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
+            conditions={"StringEquals": {f"aws:ResourceTag/{TAG_SUBMIT_HOST}": cluster}},
         ),
         iam.PolicyStatement(
             sid="RunShellDocument",

@@ -1,4 +1,4 @@
-"""Images stack: EC2 Image Builder components, one recipe per image flavor (architecture × GPU), pipelines on the
+"""Images stack: EC2 Image Builder components, one recipe per image flavor (architecture x GPU), pipelines on the
 configured schedule, and an image built on deploy. Every build writes its AMI id to an SSM parameter
 (`naming.ami_parameter`) which the launch templates resolve at launch, so a new image rolls out without a redeploy.
 """
@@ -13,6 +13,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_imagebuilder as imagebuilder
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from cluster_config.checks import architecture_of
@@ -70,13 +71,21 @@ class ImagesStack(cdk.Stack):
         gpu_data = (ASSETS / "gpu.yaml").read_text(encoding="utf-8")
         platform = "Linux"
         self.slurm_component = imagebuilder.CfnComponent(
-            self, "SlurmComponent", name=f"{cluster.name}-slurm", platform=platform,
-            version=_version(slurm_data), data=slurm_data,
-        )  # fmt: skip
+            self,
+            "SlurmComponent",
+            name=f"{cluster.name}-slurm",
+            platform=platform,
+            version=_version(slurm_data),
+            data=slurm_data,
+        )
         self.gpu_component = imagebuilder.CfnComponent(
-            self, "GpuComponent", name=f"{cluster.name}-gpu", platform=platform,
-            version=_version(gpu_data), data=gpu_data,
-        )  # fmt: skip
+            self,
+            "GpuComponent",
+            name=f"{cluster.name}-gpu",
+            platform=platform,
+            version=_version(gpu_data),
+            data=gpu_data,
+        )
         role = iam.Role(
             self,
             "BuilderRole",
@@ -86,6 +95,9 @@ class ImagesStack(cdk.Stack):
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
             ],
         )
+        # assets/ (bootstrap, health checks, prolog) travels to the build instance as a CDK asset.
+        self.node_assets = s3_assets.Asset(self, "NodeAssets", path=str(ASSETS.parent), exclude=["imagebuilder"])
+        self.node_assets.grant_read(role)
         profile = iam.CfnInstanceProfile(self, "BuilderProfile", roles=[role.role_name])
         builder_sg = ec2.SecurityGroup(
             self, "BuilderSg", vpc=vpc, description="Image Builder build instances (egress only)"
@@ -112,7 +124,10 @@ class ImagesStack(cdk.Stack):
                 parameters=[
                     imagebuilder.CfnImageRecipe.ComponentParameterProperty(
                         name="SlurmVersion", value=[cluster.images.slurm_version]
-                    )
+                    ),
+                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
+                        name="AssetsS3Uri", value=[self.node_assets.s3_object_url]
+                    ),
                 ],
             )
         ]
@@ -124,7 +139,13 @@ class ImagesStack(cdk.Stack):
             self,
             f"Recipe{cid}",
             name=f"{cluster.name}-{flavor}",
-            version=_version(slurm_data, gpu_data if gpu else "", cluster.images.slurm_version, cluster.images.base_os),
+            version=_version(
+                slurm_data,
+                gpu_data if gpu else "",
+                cluster.images.slurm_version,
+                cluster.images.base_os,
+                self.node_assets.asset_hash,
+            ),
             parent_image=parent_image(cluster.images.base_os, arch).replace("{region}", self.region),
             components=components,
             block_device_mappings=[
@@ -157,7 +178,7 @@ class ImagesStack(cdk.Stack):
             name=f"{cluster.name}-{flavor}",
             distributions=[
                 imagebuilder.CfnDistributionConfiguration.DistributionProperty(
-                    region=self.region,
+                    region=region,
                     ami_distribution_configuration={
                         "Name": f"elastic-slurm-{cluster.name}-{flavor}-{{{{ imagebuilder:buildDate }}}}",
                         "AmiTags": {"elastic-slurm:cluster": cluster.name, "elastic-slurm:flavor": flavor},
@@ -169,6 +190,7 @@ class ImagesStack(cdk.Stack):
                         )
                     ],
                 )
+                for region in [self.region, *(r.region for r in cluster.remote_regions)]
             ],
         )
         tests = imagebuilder.CfnImagePipeline.ImageTestsConfigurationProperty(

@@ -101,7 +101,10 @@ class ClusterMonitoring(Construct):
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms, width=24),
             cloudwatch.GraphWidget(
                 title="EC2 events",
-                left=[self.queue.metric_number_of_messages_received(), dlq.metric_approximate_number_of_messages_visible()],
+                left=[
+                    self.queue.metric_number_of_messages_received(),
+                    dlq.metric_approximate_number_of_messages_visible(),
+                ],
                 width=12,
             ),
         )

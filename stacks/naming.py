@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 
-__all__ = ["TAG_CLUSTER", "TAG_POOL", "TAG_ROLE"]
+__all__ = ["TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
 
 TAG_ROLE = "elastic-slurm:role"
+TAG_SUBMIT_HOST = "elastic-slurm:submit-host"  # value: the cluster a submit host belongs to
 PLACEHOLDER_ACCOUNT = "123456789012"
 
 # Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort) and the srun port range render writes into slurm.conf.
@@ -42,3 +43,29 @@ def deployed_infra_parameter(cluster: str) -> str:
 def launch_template_key(partition: str, pool: str, region: str) -> str:
     """Key of a launch template in `DeployedInfra.launch_templates`."""
     return f"{partition}-{pool}@{region}"
+
+
+def munge_secret_name(cluster: str) -> str:
+    """Name of the cluster's munge key secret (home region)."""
+    return f"elastic-slurm/{cluster}/munge-key"
+
+
+def log_group_name(cluster: str) -> str:
+    """The cluster's CloudWatch Logs group (home region)."""
+    return f"/elastic-slurm/{cluster}"
+
+
+def mounts_parameter(cluster: str) -> str:
+    """SSM parameter listing the shared file systems (home region)."""
+    return f"/elastic-slurm/{cluster}/mounts"
+
+
+def home_boot_env(cluster: str, home_region: str) -> dict[str, str]:
+    """Boot environment of a node, by names (usable from any region; AWS calls go to the home region)."""
+    return {
+        "ES_CLUSTER": cluster,
+        "ES_REGION": home_region,
+        "ES_MUNGE_SECRET": munge_secret_name(cluster),
+        "ES_MOUNTS_PARAMETER": mounts_parameter(cluster),
+        "ES_LOG_GROUP": log_group_name(cluster),
+    }

@@ -8,6 +8,7 @@ controller's AWS traffic then never crosses the NAT), and VPC flow logs to Cloud
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -40,11 +41,23 @@ class ClusterSecurityGroups:
 
 
 class NetworkStack(cdk.Stack):
-    """VPC + security groups of one cluster's home region."""
+    """VPC + security groups of one cluster region: the home region, or (with `network`) a remote region whose
+    members reach the home region's members over VPC peering (`peer_cidrs`: the other side's address ranges)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: Cluster, **kwargs: object) -> None:
-        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
-        network = cluster.network
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: Cluster,
+        network: NewNetwork | ExistingNetwork | None = None,
+        peer_cidrs: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        network = network or cluster.network
+        self.network = network
+        self.peer_cidrs = peer_cidrs
         self.azs = network_azs(network)
         if isinstance(network, NewNetwork):
             self.vpc: ec2.IVpc = self._new_vpc(network)
@@ -116,6 +129,8 @@ class NetworkStack(cdk.Stack):
         ]
         for label, port in ports:
             nodes.add_ingress_rule(nodes, port, f"{label} between cluster members")
+            for cidr in self.peer_cidrs:
+                nodes.add_ingress_rule(ec2.Peer.ipv4(cidr), port, f"{label} from cluster members in peered {cidr}")
         ssh = ec2.SecurityGroup(self, "Ssh", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: SSH access")
         for cidr in cluster.ssh_allowed_cidrs:
             ssh.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(22), f"SSH from {cidr}")
@@ -127,6 +142,8 @@ class NetworkStack(cdk.Stack):
         storage.add_ingress_rule(nodes, ec2.Port.tcp_range(1018, 1023), "Lustre from cluster members")
         storage.add_ingress_rule(storage, ec2.Port.tcp(988), "Lustre between file servers")
         storage.add_ingress_rule(storage, ec2.Port.tcp_range(1018, 1023), "Lustre between file servers")
+        for cidr in self.peer_cidrs:
+            storage.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(2049), f"NFS from cluster members in {cidr}")
         if cluster.storage.fsx_ontap or cluster.storage.fsx_openzfs:
             # NFSv3 clients of ONTAP/OpenZFS also need the portmapper and mountd/nlm ports.
             for proto, port_range in [("tcp", ec2.Port.tcp), ("udp", ec2.Port.udp)]:

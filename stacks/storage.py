@@ -24,6 +24,7 @@ from cluster_config.model import (
     FsxOpenZfsStorage,
     NewNetwork,
 )
+from stacks.naming import mounts_parameter
 from stacks.network import ClusterSecurityGroups
 
 LIFECYCLE_DAYS = {
@@ -81,12 +82,17 @@ class StorageStack(cdk.Stack):
             self._openzfs(storage.fsx_openzfs)
         for extra in storage.extra_mounts:
             self.mounts.append(
-                {"type": extra.fs_type, "source": extra.source, "mount_point": extra.mount_point, "options": extra.options}
+                {
+                    "type": extra.fs_type,
+                    "source": extra.source,
+                    "mount_point": extra.mount_point,
+                    "options": extra.options,
+                }
             )
         self.mounts_parameter = ssm.StringParameter(
             self,
             "Mounts",
-            parameter_name=f"/elastic-slurm/{cluster.name}/mounts",
+            parameter_name=mounts_parameter(cluster.name),
             description="Shared file systems every node mounts (JSON)",
             string_value=self.to_json_string(self.mounts),
         )

@@ -91,6 +91,7 @@ def run_status(args: argparse.Namespace) -> int:
 
     cloud = _cloud(args)
     try:
+        cloud.info()  # a one-line error when this state dir has no local cloud
         status = cloud.status()
     except (LocalCloudError, OpsError) as exc:
         raise UserError(str(exc)) from None
@@ -116,6 +117,7 @@ def run_interrupt(args: argparse.Namespace) -> int:
 
     cloud = _cloud(args)
     try:
+        cloud.info()
         target = args.target
         instance_id = target if target.startswith("i-") else cloud.instance_of_node(target).instance_id
         cloud.interrupt(instance_id)

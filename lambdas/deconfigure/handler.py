@@ -4,8 +4,8 @@ On Delete of the cluster stack — which CloudFormation processes before storage
 resource depends on them — it:
   1. runs an SSM shell command on the cluster's submit hosts (instances tagged `elastic-slurm:submit-host=<cluster>`)
      that unmounts the cluster's file systems and removes its Slurm config;
-  2. terminates every instance tagged `elastic-slurm:cluster=<cluster>` except the stack's own controllers
-     (`elastic-slurm:role=controller`), i.e. every compute node the power-save plugin launched;
+  2. terminates every instance tagged `elastic-slurm:cluster=<cluster>`, in every region of the cluster, except the
+     stack's own controllers (`elastic-slurm:role=controller`): every compute node the power-save plugin launched;
   3. waits until they are terminated.
 Any failure, including running out of time, is reported to CloudFormation as FAILED with a one-line reason, instead
 of letting the stack hang for an hour. Create and Update do nothing and succeed.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ TAG_CLUSTER = "elastic-slurm:cluster"
 TAG_ROLE = "elastic-slurm:role"
 TAG_SUBMIT_HOST = "elastic-slurm:submit-host"
 GONE_STATES = frozenset({"terminated"})
+PENDING_COMMAND = ("Pending", "InProgress", "Delayed")
 SAFETY_MARGIN_MS = 30_000
 POLL_SECONDS = 10.0
 BOTO_CONFIG = Config(retries={"max_attempts": 10, "mode": "adaptive"})
@@ -97,15 +99,31 @@ def _describe(ec2: Any, filters: list[dict[str, Any]]) -> list[Instance]:
     return parse_instances(r for page in pages for r in page["Reservations"])
 
 
-def _run_on_submit_hosts(ssm: Any, hosts: list[str], commands: list[str]) -> str | None:
-    """Send the clean-up command; returns a reason when it fails (missing SSM agent etc.)."""
+def command_problem(host: str, status: str) -> str | None:
+    """A one-line reason when a submit host's clean-up command ended badly (None: fine or still running)."""
+    if status in ("Success", *PENDING_COMMAND):
+        return None
+    return f"submit host {host}: clean-up command ended {status}"
+
+
+def _run_on_submit_hosts(
+    ssm: Any, hosts: list[str], commands: list[str], remaining_ms: Callable[[], int], sleep: Callable[[float], None]
+) -> str | None:
+    """Send the clean-up command and wait for it on every host; returns a reason when it fails."""
     command = ssm.send_command(
         InstanceIds=hosts, DocumentName="AWS-RunShellScript", Parameters={"commands": commands}, TimeoutSeconds=120
     )["Command"]
     for host in hosts:
-        result = ssm.get_command_invocation(CommandId=command["CommandId"], InstanceId=host)
-        if result["Status"] not in ("Success", "Pending", "InProgress", "Delayed"):
-            return f"submit host {host}: clean-up command ended {result['Status']}"
+        while True:
+            status = ssm.get_command_invocation(CommandId=command["CommandId"], InstanceId=host)["Status"]
+            problem = command_problem(host, status)
+            if problem:
+                return problem
+            if status not in PENDING_COMMAND:
+                break
+            if remaining_ms() < SAFETY_MARGIN_MS:
+                return f"submit host {host}: clean-up command still {status} at the deadline"
+            sleep(POLL_SECONDS)
     return None
 
 
@@ -122,7 +140,9 @@ def deconfigure(
         live = [{"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
         hosts = _describe(ec2, [{"Name": f"tag:{TAG_SUBMIT_HOST}", "Values": [cluster]}, *live])
         if hosts:
-            problem = _run_on_submit_hosts(ssm, [h.instance_id for h in hosts], submit_host_commands(mount_points, cluster))
+            problem = _run_on_submit_hosts(
+                ssm, [h.instance_id for h in hosts], submit_host_commands(mount_points, cluster), remaining_ms, sleep
+            )
             if problem:
                 return Outcome(False, problem)
         cluster_filter = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
@@ -141,6 +161,25 @@ def deconfigure(
         return Outcome(False, f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
 
 
+def deconfigure_regions(
+    cluster: str, regions: list[str], mount_points: list[str], remaining_ms: Callable[[], int]
+) -> Outcome:
+    """`deconfigure` in every region of the cluster (home region first: submit hosts live there)."""
+    terminated: list[str] = []
+    for region in regions:
+        outcome = deconfigure(
+            boto3.client("ec2", region_name=region, config=BOTO_CONFIG),
+            boto3.client("ssm", region_name=region, config=BOTO_CONFIG),
+            cluster,
+            mount_points,
+            remaining_ms,
+        )
+        if not outcome.ok:
+            return Outcome(False, f"{region}: {outcome.reason}", tuple(terminated))
+        terminated += outcome.terminated
+    return Outcome(True, f"terminated {len(terminated)} instance(s) in {', '.join(regions)}", tuple(terminated))
+
+
 def send_response(event: dict[str, Any], status: str, reason: str, physical_id: str) -> None:
     """PUT the custom-resource result to CloudFormation's pre-signed URL."""
     body = json.dumps(
@@ -157,7 +196,7 @@ def send_response(event: dict[str, Any], status: str, reason: str, physical_id: 
     request = urllib.request.Request(
         event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
     )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (CloudFormation's https URL)
+    with urllib.request.urlopen(request, timeout=30) as response:
         response.read()
 
 
@@ -169,10 +208,9 @@ def handler(event: dict[str, Any], context: Any) -> None:
     status, reason = "SUCCESS", "nothing to do"
     try:
         if event["RequestType"] == "Delete":
-            outcome = deconfigure(
-                boto3.client("ec2", config=BOTO_CONFIG),
-                boto3.client("ssm", config=BOTO_CONFIG),
+            outcome = deconfigure_regions(
                 cluster,
+                list(props.get("Regions", [])) or [os.environ.get("AWS_REGION", "us-east-1")],
                 list(props.get("MountPoints", [])),
                 context.get_remaining_time_in_millis,
             )

@@ -133,3 +133,11 @@ def test_call_counts_by_operation(aws: EmulatedAws) -> None:
     ec2.describe_vpcs()
     ec2.describe_vpcs()
     assert aws.call_counts() == {"ec2:DescribeVpcs": 2}
+
+
+def test_run_instances_launches_up_to_max_count_when_capacity_is_there(aws: EmulatedAws, vpc: dict[str, str]) -> None:
+    ec2 = aws.client("ec2")
+    result = ec2.run_instances(ImageId=vpc["ami"], MinCount=1, MaxCount=3, InstanceType="c5.large", SubnetId=vpc["a"])
+    ids = [i["InstanceId"] for i in result["Instances"]]
+    assert len(ids) == 3
+    _terminate(ec2, ids)

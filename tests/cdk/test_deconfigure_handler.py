@@ -11,9 +11,16 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
+from botocore.config import Config
 
 from lambdas.deconfigure import handler as deconfigure_handler
-from lambdas.deconfigure.handler import Instance, deconfigure, instances_to_terminate, still_running
+from lambdas.deconfigure.handler import (
+    Instance,
+    command_problem,
+    deconfigure,
+    instances_to_terminate,
+    still_running,
+)
 from localcloud.emulated_aws import EmulatedAws
 
 REGION = "us-east-1"
@@ -46,7 +53,7 @@ def cluster() -> str:
 class _Recorder(BaseHTTPRequestHandler):
     bodies: list[dict[str, Any]] = []
 
-    def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_PUT(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         type(self).bodies.append(json.loads(self.rfile.read(length)))
         self.send_response(200)
@@ -59,12 +66,13 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def response_url() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A local stand-in for CloudFormation's pre-signed response URL; yields (url, received bodies)."""
-    recorder = type("Recorder", (_Recorder,), {"bodies": []})
+    bodies: list[dict[str, Any]] = []
+    recorder = type("Recorder", (_Recorder,), {"bodies": bodies})
     server = HTTPServer(("127.0.0.1", 0), recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}/response", recorder.bodies
+        yield f"http://127.0.0.1:{server.server_port}/response", bodies
     finally:
         server.shutdown()
         server.server_close()
@@ -98,6 +106,12 @@ def test_only_live_non_controller_instances_of_the_cluster_are_terminated() -> N
     ]
     assert instances_to_terminate(instances, "a") == ["i-1", "i-5"]
     assert still_running(instances, ["i-1", "i-4"]) == ["i-1"]
+
+
+def test_failed_submit_host_command_is_a_reason_and_pending_is_not() -> None:
+    assert command_problem("i-1", "InProgress") is None
+    assert command_problem("i-1", "Success") is None
+    assert command_problem("i-1", "Failed") == "submit host i-1: clean-up command ended Failed"
 
 
 def test_delete_terminates_every_compute_node_and_spares_controllers_and_other_clusters(
@@ -199,7 +213,7 @@ def test_handler_reports_failed_with_one_line_reason_when_aws_is_unreachable(
     url, bodies = response_url
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: connection refused
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setattr(deconfigure_handler, "BOTO_CONFIG", deconfigure_handler.Config(retries={"max_attempts": 1}))
+    monkeypatch.setattr(deconfigure_handler, "BOTO_CONFIG", Config(retries={"max_attempts": 1}))
 
     deconfigure_handler.handler(_event("Delete", cluster, url), _Context())
 
@@ -221,3 +235,22 @@ def test_submit_hosts_get_the_clean_up_command_and_are_not_terminated(aws: Emula
     assert "umount -l /fsx 2>/dev/null || true" in sent[0]["Parameters"]["commands"]
     assert _states(ec2, submit)[submit[0]] == "running"
     ec2.terminate_instances(InstanceIds=submit)
+
+
+def test_handler_terminates_the_clusters_nodes_in_every_region(
+    aws: EmulatedAws, cluster: str, response_url: tuple[str, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, bodies = response_url
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
+    east, west = aws.client("ec2", "us-east-1"), aws.client("ec2", "us-west-2")
+    home = _launch(east, 1, {"elastic-slurm:cluster": cluster})
+    remote = _launch(west, 2, {"elastic-slurm:cluster": cluster})
+    event = _event("Delete", cluster, url)
+    event["ResourceProperties"]["Regions"] = ["us-east-1", "us-west-2"]
+
+    deconfigure_handler.handler(event, _Context())
+
+    assert bodies[0]["Status"] == "SUCCESS", bodies[0]["Reason"]
+    assert "us-east-1, us-west-2" in bodies[0]["Reason"]
+    assert set(_states(east, home).values()) == {"terminated"}
+    assert set(_states(west, remote).values()) == {"terminated"}

@@ -108,7 +108,13 @@ def test_mariadb_accounting_is_encrypted_protected_and_snapshotted_on_delete(tem
     accounting = template("federation", "es-east-accounting")
     accounting.has_resource_properties(
         "AWS::RDS::DBInstance",
-        {"Engine": "mariadb", "StorageEncrypted": True, "DeletionProtection": True, "PubliclyAccessible": False, "StorageType": "gp3"},
+        {
+            "Engine": "mariadb",
+            "StorageEncrypted": True,
+            "DeletionProtection": True,
+            "PubliclyAccessible": False,
+            "StorageType": "gp3",
+        },
     )
     accounting.has_resource("AWS::RDS::DBInstance", {"DeletionPolicy": "Snapshot"})
 
@@ -117,7 +123,11 @@ def test_database_port_is_open_only_to_cluster_members(template: TemplateOf) -> 
     accounting = template("federation", "es-east-accounting")
     accounting.has_resource_properties(
         "AWS::EC2::SecurityGroupIngress",
-        {"FromPort": 3306, "ToPort": 3306, "SourceSecurityGroupId": {"Fn::ImportValue": Match.string_like_regexp("Nodes")}},
+        {
+            "FromPort": 3306,
+            "ToPort": 3306,
+            "SourceSecurityGroupId": {"Fn::ImportValue": Match.string_like_regexp("Nodes")},
+        },
     )
 
 
@@ -129,18 +139,18 @@ def test_controller_terminates_only_instances_tagged_for_its_cluster(template: T
             "Roles": [{"Ref": Match.string_like_regexp("ControllerRole")}],
             "PolicyDocument": {
                 "Statement": Match.array_with(
-                    [
-                        Match.object_like(
-                            {
-                                "Action": "ec2:TerminateInstances",
-                                "Condition": {"StringEquals": {"aws:ResourceTag/elastic-slurm:cluster": "gpu"}},
-                            }
-                        ),
+                    [  # in template order: launch rules come first
                         Match.object_like(
                             {
                                 "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
                                 "Condition": {"StringEquals": {"aws:RequestTag/elastic-slurm:cluster": "gpu"}},
                                 "Resource": Match.array_with(["arn:aws:ec2:us-east-1:123456789012:instance/*"]),
+                            }
+                        ),
+                        Match.object_like(
+                            {
+                                "Action": "ec2:TerminateInstances",
+                                "Condition": {"StringEquals": {"aws:ResourceTag/elastic-slurm:cluster": "gpu"}},
                             }
                         ),
                     ]
@@ -181,7 +191,10 @@ def test_no_security_group_allows_ingress_from_anywhere(assemblies: dict[str, As
 def test_ssh_is_open_only_to_the_configured_cidrs(assemblies: dict[str, Assembly]) -> None:
     edge = _resources(assemblies["imported-network-all-storage"], "AWS::EC2::SecurityGroup")
     ssh = next(sg for k, sg in edge.items() if "/Ssh" in k)
-    assert sorted(r["CidrIp"] for r in ssh["Properties"]["SecurityGroupIngress"]) == ["198.51.100.7/32", "203.0.113.0/24"]
+    assert sorted(r["CidrIp"] for r in ssh["Properties"]["SecurityGroupIngress"]) == [
+        "198.51.100.7/32",
+        "203.0.113.0/24",
+    ]
     assert {r["FromPort"] for r in ssh["Properties"]["SecurityGroupIngress"]} == {22}
     minimal = _resources(assemblies["minimal"], "AWS::EC2::SecurityGroup")
     assert "SecurityGroupIngress" not in next(sg for k, sg in minimal.items() if "/Ssh" in k)["Properties"]
@@ -215,9 +228,11 @@ def test_deconfigure_is_deleted_before_every_other_cluster_resource(assemblies: 
     (deconfigure,) = [r for r in resources.values() if r["Type"] == "Custom::ElasticSlurmDeconfigure"]
     depends = set(deconfigure["DependsOn"])
     must_outlive = {
-        k for k, r in resources.items() if r["Type"] in ("AWS::EC2::LaunchTemplate", "AWS::EC2::Instance",
-                                                          "AWS::EC2::PlacementGroup", "AWS::IAM::InstanceProfile")
-    }  # fmt: skip
+        k
+        for k, r in resources.items()
+        if r["Type"]
+        in ("AWS::EC2::LaunchTemplate", "AWS::EC2::Instance", "AWS::EC2::PlacementGroup", "AWS::IAM::InstanceProfile")
+    }
     launch_templates_of_pools = {k for k in must_outlive if k.startswith("Lt")}
     assert launch_templates_of_pools <= depends
     assert {k for k in must_outlive if resources[k]["Type"] == "AWS::EC2::Instance"} <= depends
@@ -233,7 +248,9 @@ def test_ec2_events_reach_the_cluster_manager_queue(template: TemplateOf) -> Non
         "AWS::Events::Rule",
         {"EventPattern": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}},
     )
-    cluster.has_resource_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "RedrivePolicy": Match.any_value()})
+    cluster.has_resource_properties(
+        "AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "RedrivePolicy": Match.any_value()}
+    )
     cluster.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
 
 
@@ -254,14 +271,65 @@ def test_images_publish_ami_ids_to_ssm_on_the_configured_schedule(template: Temp
         {
             "Distributions": [
                 Match.object_like(
-                    {"SsmParameterConfigurations": [{"ParameterName": "/elastic-slurm/gpu/ami/x86_64-gpu", "DataType": "aws:ec2:image"}]}
+                    {
+                        "SsmParameterConfigurations": [
+                            {"ParameterName": "/elastic-slurm/gpu/ami/x86_64-gpu", "DataType": "aws:ec2:image"}
+                        ]
+                    }
                 )
             ]
         },
-    )  # fmt: skip
+    )
     images.has_resource_properties(
         "AWS::ImageBuilder::ImagePipeline", {"Schedule": {"ScheduleExpression": "cron(0 4 ? * SUN *)"}}
     )
     edge = template("imported-network-all-storage", "es-edge-images")
     edge.has_resource_properties("AWS::ImageBuilder::ImagePipeline", {"Schedule": Match.absent()})
     edge.resource_count_is("AWS::ImageBuilder::ImageRecipe", 2)  # arm64 (controller + pool), x86_64-gpu
+
+
+def test_remote_region_pools_get_launch_templates_peering_and_routes(template: TemplateOf) -> None:
+    region = template("remote-region", "es-burst-region-us-west-2")
+    region.resource_count_is("AWS::EC2::LaunchTemplate", 2)  # cpu-c7i spans both regions, cpu-far is remote only
+    region.has_resource_properties("AWS::EC2::VPCPeeringConnection", {"PeerRegion": "us-east-1"})
+    region.resource_count_is("AWS::EC2::Route", 2)  # one per remote compute subnet, to the home VPC
+    region.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": "100.64.0.0/16"})
+    home = template("remote-region", "es-burst-cluster")
+    home.resource_count_is("AWS::EC2::LaunchTemplate", 2)  # cpu-c7i + the controller's
+    home.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": "100.65.0.0/16"})
+    home.has_resource_properties(
+        "Custom::ElasticSlurmDeconfigure", {"Regions": ["us-east-1", "us-west-2"], "ClusterName": "burst"}
+    )
+
+
+def test_peered_regions_reach_each_others_slurm_ports_and_nothing_else_opens(template: TemplateOf) -> None:
+    template("remote-region", "es-burst-network").has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {"SecurityGroupIngress": Match.array_with([Match.object_like({"CidrIp": "100.65.0.0/16", "FromPort": 6817})])},
+    )
+    template("remote-region", "es-burst-network-us-west-2").has_resource_properties(
+        "AWS::EC2::SecurityGroup",
+        {"SecurityGroupIngress": Match.array_with([Match.object_like({"CidrIp": "100.64.0.0/16", "FromPort": 6818})])},
+    )
+
+
+def test_controller_may_launch_and_terminate_in_the_remote_region_too(assemblies: dict[str, Assembly]) -> None:
+    assembly = assemblies["remote-region"]
+    policies = _resources(assembly, "AWS::IAM::Policy")
+    controller = next(p for k, p in policies.items() if "ControllerRole" in k)
+    statements = controller["Properties"]["PolicyDocument"]["Statement"]
+    (terminate,) = [s for s in statements if s["Action"] == "ec2:TerminateInstances"]
+    assert "arn:aws:ec2:us-west-2:123456789012:instance/*" in terminate["Resource"]
+    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/elastic-slurm:cluster": "burst"}}
+    infra = json.dumps(assembly.template_json("es-burst-cluster"))
+    for key in ("cpu-c7i@us-west-2", "cpu-far@us-west-2", "us-west-2b"):
+        assert key in infra
+    dependencies = set(assembly.manifest()["artifacts"]["es-burst-cluster"]["dependencies"])
+    assert "es-burst-region-us-west-2" in dependencies  # deleted after the cluster stack's deconfigure ran
+
+
+def test_images_are_distributed_to_every_region_of_the_cluster(template: TemplateOf) -> None:
+    template("remote-region", "es-burst-images").has_resource_properties(
+        "AWS::ImageBuilder::DistributionConfiguration",
+        {"Distributions": [Match.object_like({"Region": "us-east-1"}), Match.object_like({"Region": "us-west-2"})]},
+    )

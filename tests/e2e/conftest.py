@@ -45,10 +45,10 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
         passed = True
     finally:
         local.down()
-        if passed and request.session.testsfailed == 0:
+        if passed and request.session.testsfailed == 0 and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
             shutil.rmtree(state_dir, ignore_errors=True)
         else:
-            print(f"local cloud e2e: logs kept in {state_dir / 'log'}")
+            print(f"local cloud e2e: logs kept in {state_dir / 'log'} (ELASTIC_SLURM_E2E_KEEP=1 keeps them always)")
 
 
 @pytest.fixture(autouse=True)
@@ -61,14 +61,16 @@ def _healthy_cloud_after_each_test(request: pytest.FixtureRequest) -> Iterator[N
         local.set_boot(boot_failure_rate=0.0)
 
 
-def cold_nodes(cloud: LocalCloud, count: int, prefix: str = "cpu-small-") -> list[str]:
-    """`count` powered-down nodes of a pool (a job pinned to them must launch instances)."""
-    nodes = sorted(
-        (n for n, s in cloud.nodes().items() if n.startswith(prefix) and s == "idle~"),
-        key=lambda n: int(n.rsplit("-", 1)[1]),
-    )
-    assert len(nodes) >= count, f"need {count} powered-down {prefix}* nodes, have {nodes}"
-    return nodes[:count]
+def cold_nodes(cloud: LocalCloud, count: int, prefix: str = "cpu-small-", wait: float = 90) -> list[str]:
+    """`count` powered-down nodes of a pool (a job pinned to them must launch instances); waits for idle ones to
+    power down when an earlier test left the pool warm."""
+
+    def cold() -> list[str]:
+        names = (n for n, s in cloud.nodes().items() if n.startswith(prefix) and s == "idle~")
+        return sorted(names, key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1])))
+
+    cloud.wait_until(lambda: len(cold()) >= count, wait, f"{count} powered-down {prefix}* node(s)")
+    return cold()[:count]
 
 
 def warm_nodes(cloud: LocalCloud) -> list[str]:

@@ -27,11 +27,10 @@ from localcloud.emulated_aws import free_port
 from localcloud.layout import Layout
 from slurm_plugin.accounting import SacctmgrCli, apply, plan, read_state
 from slurm_plugin.accounting_diff import desired_state
-from slurm_plugin.licenses.sync import sync_config_from
+from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, run_license_sync
 
 pytestmark = pytest.mark.e2e
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent.parent
 NEEDED = ("/usr/sbin/munged", "/usr/sbin/mariadbd", "/usr/sbin/slurmdbd", "/usr/sbin/slurmctld", "/usr/bin/sacctmgr")
 DAEMONS = (("slurmctld", "slurmctld"), ("slurmdbd", "slurmdbd"), ("mariadbd", "mariadbd"), ("munged", "munged"))
@@ -251,26 +250,11 @@ def test_license_removed_from_the_config_is_deleted(dbd: Dbd, applied: ElasticSl
 
 def _fake_lmutil(dbd: Dbd, fixture: str, exit_code: int) -> dict[str, str]:
     """PATH with an `lmutil` that prints a fixture (like a real one: output on stdout, exit code as given)."""
-    bin_dir = dbd.layout.bin
-    script = bin_dir / "lmutil"
-    script.write_text(f"#!/bin/sh\ncat '{FIXTURES / 'lmstat' / fixture}'\nexit {exit_code}\n")
-    script.chmod(0o755)
-    return {**dbd.env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    return fake_lmutil(dbd.layout.bin, LMSTAT_FIXTURES / fixture, exit_code, dbd.env)
 
 
 def _sync(dbd: Dbd, config: ElasticSlurmConfig, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    sync_file = dbd.layout.etc / "license-sync.json"
-    sync_file.write_text(sync_config_from(config, "alpha").model_dump_json())
-    argv = [
-        sys.executable,
-        "-m",
-        "slurm_plugin.licenses.cli",
-        "--config",
-        str(sync_file),
-        "--state-dir",
-        str(dbd.layout.state / "license-sync"),
-    ]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+    return run_license_sync(config, "alpha", dbd.layout, env)
 
 
 def _count(dbd: Dbd, name: str) -> int:

@@ -27,6 +27,19 @@ def test_ice_in_first_az_lands_the_node_in_the_next_az(cloud: LocalCloud) -> Non
     assert_no_orphans(cloud)
 
 
+def test_no_capacity_in_the_home_region_lands_the_node_in_the_remote_region(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    before = {i.instance_id for i in cloud.instances()}
+    cloud.set_faults(Faults(capacity=(CapacityFault(region="us-east-1"),)))
+    job = cloud.sbatch("-w", node, wrap="true")
+    (record,) = cloud.wait_jobs_done([job], timeout=120)
+    assert record.state == "COMPLETED"
+    launched = [i for i in cloud.instances() if i.instance_id not in before]
+    assert [(i.region, i.availability_zone) for i in launched] == [("us-west-2", "us-west-2a")]
+    assert launched[0].private_ip.startswith("127.17.")
+    assert_no_orphans(cloud)
+
+
 def test_ice_everywhere_requeues_the_job_and_it_runs_once_capacity_is_back(cloud: LocalCloud) -> None:
     (node,) = cold_nodes(cloud, 1)
     before = {i.instance_id for i in cloud.instances()}

@@ -1,6 +1,6 @@
 """End to end in the local cloud: sbatch → ResumeProgram → emulated EC2 → instance boots slurmd → job → scale-down.
 
-Tests share one local cloud and run in file order (the scale-down test relies on the nodes the earlier tests used).
+Tests share one local cloud; each pins its job to powered-down nodes when it needs a launch, so order does not matter.
 Each asserts Slurm's view (sacct) and the emulated EC2's view (instances, no orphans).
 """
 
@@ -50,7 +50,10 @@ def test_job_array_of_20_tasks_all_complete(cloud: LocalCloud) -> None:
 
 
 def test_idle_nodes_are_powered_down_and_their_instances_terminated(cloud: LocalCloud) -> None:
-    assert cloud.instances(), "earlier tests launched instances"
+    (node,) = cold_nodes(cloud, 1, prefix="cpu-")
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=120)
+    assert record.state == "COMPLETED"
+    assert cloud.instances(LIVE)
     cloud.wait_all_powered_down(timeout=150)
     assert not cloud.instances(LIVE)
     assert {i.state for i in cloud.instances()} == {"terminated"}

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
-from cluster_config import load
+from cluster_config import load, parse
 from elastic_slurm.cli import main
 from localcloud.aws_setup import plan_networks
 from localcloud.conf import Ports, slurm_conf, slurmdbd_conf
@@ -20,7 +21,7 @@ LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
 def test_every_emulated_subnet_is_a_loopback_slash20_one_per_az() -> None:
     cluster = load(EXAMPLES / "local-demo.yaml").clusters[0]
-    (home,) = plan_networks(cluster)
+    home = plan_networks(cluster)[0]
     assert home.vpc_cidr == "127.16.0.0/16"
     assert list(home.subnets) == ["us-east-1a", "us-east-1b", "us-east-1c"]
     nets = [ipaddress.ip_network(c) for c in home.subnets.values()]
@@ -29,10 +30,13 @@ def test_every_emulated_subnet_is_a_loopback_slash20_one_per_az() -> None:
 
 
 def test_remote_regions_get_their_own_loopback_vpc() -> None:
-    cluster = load(EXAMPLES / "federation.yaml").clusters[0]
-    plans = plan_networks(cluster)
-    assert [p.vpc_cidr for p in plans] == [f"127.{16 + i}.0.0/16" for i in range(len(plans))]
-    assert [p.region for p in plans] == [cluster.region, *(r.region for r in cluster.remote_regions)]
+    data = yaml.safe_load((EXAMPLES / "local-demo.yaml").read_text())
+    data["clusters"][0]["remote_regions"] = [
+        {"region": "us-west-2", "network": {"mode": "create", "availability_zones": ["us-west-2a", "us-west-2b"]}}
+    ]
+    plans = plan_networks(parse(data).clusters[0])
+    assert [(p.region, p.vpc_cidr) for p in plans] == [("us-east-1", "127.16.0.0/16"), ("us-west-2", "127.17.0.0/16")]
+    assert plans[1].subnets == {"us-west-2a": "127.17.0.0/20", "us-west-2b": "127.17.16.0/20"}
 
 
 def test_base_slurm_conf_uses_our_munge_socket_no_cgroups_and_includes_the_rendered_fragments(tmp_path: Path) -> None:
@@ -66,10 +70,13 @@ def test_local_up_bad_input_is_one_line_naming_the_argument(
     assert len(err.splitlines()) == 1 and names in err
 
 
-def test_local_status_without_a_cloud_says_so_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["local", "status", "--state-dir", str(tmp_path)]) == 1
-    out = capsys.readouterr().out
-    assert "not running" in out
+@pytest.mark.parametrize("command", [["status"], ["interrupt", "cpu-small-1"]])
+def test_local_commands_without_a_cloud_say_so_in_one_line(
+    command: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["local", *command, "--state-dir", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no local cloud" in err
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="local up checks for root first")

@@ -1,0 +1,101 @@
+"""Remote-region stack: what a pool needs to launch into an extra region of its cluster.
+
+The region's VPC and security groups come from a `NetworkStack` of their own; this stack adds the VPC peering to the
+home VPC (requested from here; same-account peering is accepted without a peer role) with routes on the remote
+side, a compute role and instance profile, and one launch template per pool that has AZs in this region. The
+home cluster stack reads the ids through CDK cross-region references and adds the home-side routes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cluster_config.checks import pool_azs, region_of_az
+from cluster_config.model import Cluster, NewNetwork
+from stacks.launch_templates import pool_launch_template
+from stacks.naming import home_boot_env, launch_template_key, log_group_name, munge_secret_name
+from stacks.network import NetworkStack
+
+
+class RegionStack(cdk.Stack):
+    """Peering, compute role and launch templates of one remote region."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: Cluster,
+        network: NetworkStack,
+        home_vpc_id: str,
+        home_region: str,
+        home_cidrs: tuple[str, ...],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.peering = ec2.CfnVPCPeeringConnection(
+            self, "Peering", vpc_id=network.vpc.vpc_id, peer_vpc_id=home_vpc_id, peer_region=home_region
+        )
+        if isinstance(network.network, NewNetwork):  # imported subnets: their route tables are the operator's
+            for index, subnet in enumerate(network.compute_subnets):
+                for cidr_index, cidr in enumerate(home_cidrs):
+                    ec2.CfnRoute(
+                        self,
+                        f"ToHome{index}x{cidr_index}",
+                        route_table_id=subnet.route_table.route_table_id,
+                        destination_cidr_block=cidr,
+                        vpc_peering_connection_id=self.peering.ref,
+                    )
+        self.compute_role = iam.Role(
+            self,
+            "ComputeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        # Names, not references: the home cluster stack depends on this stack, never the other way round.
+        boot_env = home_boot_env(cluster.name, home_region)
+        home_arn = f"arn:{self.partition}:{{}}:{home_region}:{self.account}:{{}}"
+        for sid, action, service, resource in [
+            (
+                "ReadMungeKey",
+                "secretsmanager:GetSecretValue",
+                "secretsmanager",
+                f"secret:{munge_secret_name(cluster.name)}-*",
+            ),
+            ("ReadClusterParameters", "ssm:GetParameter", "ssm", f"parameter/elastic-slurm/{cluster.name}/*"),
+            ("WriteClusterLogs", "logs:PutLogEvents", "logs", f"log-group:{log_group_name(cluster.name)}:*"),
+            ("CreateClusterLogStreams", "logs:CreateLogStream", "logs", f"log-group:{log_group_name(cluster.name)}:*"),
+        ]:
+            self.compute_role.add_to_policy(
+                iam.PolicyStatement(sid=sid, actions=[action], resources=[home_arn.format(service, resource)])
+            )
+        profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
+        self.subnets = {s.availability_zone: s.subnet_id for s in network.compute_subnets}
+        self.vpc_id = network.vpc.vpc_id
+        remote_network = network.network
+        self.cidrs = (
+            (remote_network.vpc_cidr,)
+            if isinstance(remote_network, NewNetwork)
+            else tuple(s.cidr for s in remote_network.subnets)
+        )
+        self.launch_templates: dict[str, ec2.LaunchTemplate] = {}
+        for partition in cluster.partitions:
+            for pool in partition.pools:
+                if not any(region_of_az(az) == self.region for az in pool_azs(cluster, pool)):
+                    continue
+                key = launch_template_key(partition.name, pool.name, self.region)
+                self.launch_templates[key] = pool_launch_template(
+                    self,
+                    cluster=cluster.name,
+                    partition=partition.name,
+                    pool=pool,
+                    profile=profile,
+                    security_group=network.security_groups.nodes,
+                    boot_env=boot_env,
+                    placement_group=None,
+                )

@@ -1,0 +1,58 @@
+"""Shared e2e helpers for the license sync: a fake `lmutil` on PATH and a run of the real sync CLI.
+
+Used by test_accounting_real.py (bare slurmdbd) and test_federation_e2e.py (two-cluster local cloud).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster_config import ElasticSlurmConfig
+from localcloud.layout import Layout
+from slurm_plugin.licenses.sync import sync_config_from
+
+REPO = Path(__file__).resolve().parent.parent.parent
+LMSTAT_FIXTURES = REPO / "tests" / "fixtures" / "lmstat"
+
+
+def fake_lmutil(bin_dir: Path, output: Path, exit_code: int, env: dict[str, str]) -> dict[str, str]:
+    """`env` with PATH starting at `bin_dir`, where an `lmutil` prints `output` and exits with `exit_code` (like a
+    real one: the report on stdout, whatever the exit code)."""
+    script = bin_dir / "lmutil"
+    script.write_text(f"#!/bin/sh\ncat '{output}'\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+
+
+def lmstat_with_usage(fixture: str, feature: str, in_use: int, target: Path) -> Path:
+    """A copy of an lmstat fixture where `feature` has `in_use` licenses in use (the license server after users
+    outside Slurm checked licenses out or gave them back); written to `target`."""
+    text = (LMSTAT_FIXTURES / fixture).read_text()
+    pattern = re.compile(rf"(Users of {re.escape(feature)}:.*?Total of \d+ licenses? issued;\s+Total of )\d+")
+    changed, count = pattern.subn(rf"\g<1>{in_use}", text)
+    if count != 1:
+        raise ValueError(f"{fixture}: no usage line for feature {feature}")
+    target.write_text(changed)
+    return target
+
+
+def run_license_sync(
+    config: ElasticSlurmConfig, cluster: str, layout: Layout, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """One run of the sync CLI (what the systemd timer runs) for `cluster`, state under the layout's state dir."""
+    sync_file = layout.etc / "license-sync.json"
+    sync_file.write_text(sync_config_from(config, cluster).model_dump_json())
+    argv = [
+        sys.executable,
+        "-m",
+        "slurm_plugin.licenses.cli",
+        "--config",
+        str(sync_file),
+        "--state-dir",
+        str(layout.state / "license-sync"),
+    ]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=REPO)

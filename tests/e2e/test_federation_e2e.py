@@ -1,0 +1,223 @@
+"""Two federated clusters in one local cloud: federation routing, licenses pending on a license server, preemption.
+
+One module-scoped LocalFederation (configs/federation-local.yaml: clusters fed-a and fed-b, ONE emulated AWS, munged,
+MariaDB and slurmdbd; federation `fedx` with cluster features onprem/aws; a FlexLM remote license `vcs` for fed-a;
+QOS preemption on fed-b). Every test asserts what Slurm says (squeue --sibling, sacct -M all, scontrol) and that no
+instance is left without a node; no squeue row may ever show reason FedJobLock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cluster_config import ElasticSlurmConfig, load
+from localcloud.cloud import LocalCloud
+from localcloud.federation import LocalFederation
+from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, lmstat_with_usage, run_license_sync
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = Path(__file__).resolve().parent / "configs" / "federation-local.yaml"
+NEEDED = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "unshare"]
+LICENSE = "vcs@flexsrv1"
+JOB_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One squeue --sibling row: a job as one cluster of the federation holds it."""
+
+    job_id: str
+    cluster: str
+    state: str
+    reason: str
+    nodes: str
+
+
+class Fed:
+    """The running federation plus every squeue row seen so far (to assert that none was stuck in FedJobLock)."""
+
+    def __init__(self, federation: LocalFederation, config: ElasticSlurmConfig) -> None:
+        self.federation = federation
+        self.config = config
+        self.a = federation.cloud("fed-a")
+        self.b = federation.cloud("fed-b")
+        self.reasons: set[str] = set()
+
+    def rows(self, job_id: str) -> list[Row]:
+        """The job on every cluster (origin and siblings), as seen from fed-a."""
+        out = self.a.slurm(
+            "squeue",
+            "--sibling",
+            "-h",
+            "-j",
+            job_id,
+            "-O",
+            "JobID:|,Cluster:|,State:|,Reason:|,NodeList:|",
+            check=False,
+        )
+        rows = [Row(*line.split("|")[:5]) for line in out.splitlines() if line.count("|") >= 5]
+        self.reasons |= {row.reason for row in rows}
+        return rows
+
+    def state_on(self, job_id: str, cluster: str) -> str:
+        return next((row.state for row in self.rows(job_id) if row.cluster == cluster), "")
+
+    def wait_state(self, job_id: str, cluster: str, states: set[str], what: str) -> None:
+        self.a.wait_until(lambda: self.state_on(job_id, cluster) in states, JOB_TIMEOUT, f"job {job_id} {what}")
+
+    def wait_gone(self, job_id: str) -> None:
+        self.a.wait_until(lambda: not self.rows(job_id), JOB_TIMEOUT, f"job {job_id} to leave every queue")
+
+    def accounted(self, job_id: str) -> set[tuple[str, str]]:
+        """(cluster, state) of each record of the job in `sacct -M all` (every run, -D)."""
+        out = self.a.slurm("sacct", "-M", "all", "-X", "-D", "-P", "-n", "-j", job_id, "-o", "JobID,Cluster,State")
+        return {(c, s.split()[0]) for j, c, s in (line.split("|") for line in out.splitlines()) if j == job_id}
+
+    def wait_accounted(self, job_id: str, record: tuple[str, str]) -> None:
+        self.a.wait_until(lambda: record in self.accounted(job_id), 30, f"sacct record {record} of job {job_id}")
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+    return f"missing programs: {', '.join(absent)}" if absent else None
+
+
+@pytest.fixture(scope="module")
+def fed(request: pytest.FixtureRequest) -> Iterator[Fed]:
+    reason = _missing()
+    if reason:
+        pytest.skip(f"federation e2e: {reason}")
+    state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-fed-e2e-", dir="/var/tmp"))
+    federation = LocalFederation(state_dir)
+    failed_before = request.session.testsfailed
+    try:
+        federation.up(CONFIG, boot_delay=1.0)
+        yield Fed(federation, load(CONFIG))
+    finally:
+        federation.down()
+        if request.session.testsfailed == failed_before:
+            shutil.rmtree(state_dir, ignore_errors=True)
+        else:
+            print(f"federation e2e: logs kept in {state_dir}/*/log")
+
+
+def _assert_no_orphans(cloud: LocalCloud) -> None:
+    cloud.wait_until(lambda: not cloud.orphan_instances(), 60, f"no orphan instances in {cloud.info().cluster}")
+
+
+def test_both_clusters_see_each_other_as_synced_siblings(fed: Fed) -> None:
+    for cloud, sibling in ((fed.a, "fed-b"), (fed.b, "fed-a")):
+        text = cloud.slurm("scontrol", "show", "federation")
+        assert "Federation: fedx" in text
+        line = next(line for line in text.splitlines() if line.strip().startswith(f"Sibling:    {sibling}:"))
+        assert "PersistConnSend/Recv:Yes/Yes" in line and "Synced:Yes" in line
+
+
+def test_job_whose_cluster_constraint_only_b_satisfies_runs_on_b_and_its_sibling_on_a_is_revoked(fed: Fed) -> None:
+    job = fed.a.sbatch("--cluster-constraint=aws", wrap="hostname; sleep 2")
+    fed.wait_state(job, "fed-b", {"RUNNING", "COMPLETING", "COMPLETED"}, "running on fed-b")
+    assert fed.state_on(job, "fed-a") in {"REVOKED", ""}  # the origin keeps only a revoked tracking record
+    fed.wait_gone(job)
+    fed.wait_accounted(job, ("fed-b", "COMPLETED"))
+    assert ("fed-a", "COMPLETED") not in fed.accounted(job)
+    assert job in fed.a.slurm("sacct", "--federation", "-X", "-n", "-P", "-o", "JobID,Cluster")
+    assert "FedJobLock" not in fed.reasons
+
+
+def test_job_submitted_from_a_with_clusters_b_runs_on_b_and_is_requeued_and_cancelled_from_a(fed: Fed) -> None:
+    job = fed.a.sbatch("--clusters=fed-b", wrap="sleep 300")
+    fed.wait_state(job, "fed-b", {"RUNNING"}, "running on fed-b")
+    assert {row.cluster for row in fed.rows(job)} == {"fed-b"}  # -M: fed-b is the origin, no sibling on fed-a
+    fed.a.slurm("scontrol", "requeue", job)  # fed-a routes it to the origin
+    fed.wait_state(job, "fed-b", {"PENDING"}, "requeued on fed-b")
+    fed.a.slurm("scancel", job)
+    fed.wait_gone(job)
+    fed.wait_accounted(job, ("fed-b", "CANCELLED"))
+    assert ("fed-b", "REQUEUED") in fed.accounted(job)
+    assert "FedJobLock" not in fed.reasons
+
+
+def test_plain_job_from_a_runs_on_a_while_a_has_room(fed: Fed) -> None:
+    job = fed.a.sbatch(wrap="sleep 1")
+    fed.wait_gone(job)
+    fed.wait_accounted(job, ("fed-a", "COMPLETED"))
+    assert ("fed-b", "COMPLETED") not in fed.accounted(job)
+    assert "FedJobLock" not in fed.reasons
+
+
+def _sync(fed: Fed, output: Path, exit_code: int) -> str:
+    env = fake_lmutil(fed.a.layout.bin, output, exit_code, fed.a.env())
+    result = run_license_sync(fed.config, "fed-a", fed.a.layout, env)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def _license_total(cloud: LocalCloud) -> str:
+    for line in cloud.slurm("scontrol", "show", "licenses", "-o").splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if fields.get("LicenseName") == LICENSE:
+            return fields["Total"]
+    return ""
+
+
+def _reason(cloud: LocalCloud, job: str) -> str:
+    return cloud.slurm("squeue", "-h", "-j", job, "-o", "%r", check=False).strip()
+
+
+def test_jobs_wanting_more_licenses_than_free_pend_until_the_license_server_frees_them(fed: Fed) -> None:
+    scratch = fed.a.layout.state
+    # 50 issued, 12 checked out by users outside Slurm: Slurm may hand out 38
+    _sync(fed, LMSTAT_FIXTURES / "v11_16_eda.txt", 0)
+    fed.a.wait_until(lambda: _license_total(fed.a) == "38", 30, "38 vcs licenses in slurmctld")
+    holder = fed.a.sbatch("--clusters=fed-a", "-L", f"{LICENSE}:30", wrap="sleep 300")
+    fed.wait_state(holder, "fed-a", {"RUNNING"}, "holding 30 licenses")
+    waiter = fed.a.sbatch("--clusters=fed-a", "-L", f"{LICENSE}:10", wrap="sleep 1")
+    fed.a.wait_until(lambda: _reason(fed.a, waiter) == "Licenses", 30, "the second job pending on Licenses")
+    assert fed.state_on(waiter, "fed-a") == "PENDING"
+
+    # the outside users give their 12 back: the server now counts only the 30 our running job holds
+    _sync(fed, lmstat_with_usage("v11_16_eda.txt", "VCSRuntime_Net", 30, scratch / "lmstat-30.txt"), 0)
+    fed.a.wait_until(lambda: _license_total(fed.a) == "50", 30, "50 vcs licenses in slurmctld")
+    fed.wait_gone(waiter)
+    fed.wait_accounted(waiter, ("fed-a", "COMPLETED"))
+    assert fed.state_on(holder, "fed-a") == "RUNNING"
+
+    # the license server goes down: the last good count stays
+    stderr = _sync(fed, LMSTAT_FIXTURES / "server_down.txt", 1)
+    assert "Cannot connect to license server" in stderr
+    assert _license_total(fed.a) == "50"
+    assert "vcs|50" in fed.a.slurm("sacctmgr", "-n", "-P", "show", "resource", "format=name,count").split()
+    fed.a.slurm("scancel", holder)
+    fed.wait_gone(holder)
+    assert "FedJobLock" not in fed.reasons
+
+
+def test_interactive_qos_job_preempts_a_batch_job_which_is_requeued_and_later_completes(fed: Fed) -> None:
+    # fed-b has one 2-CPU node: the batch job takes it whole
+    batch = fed.a.sbatch("--clusters=fed-b", "-c", "2", wrap="sleep 15")
+    fed.wait_state(batch, "fed-b", {"RUNNING"}, "batch job running on fed-b")
+    interactive = fed.a.sbatch("--clusters=fed-b", "-c", "2", "--qos=interactive", wrap="sleep 2")
+    fed.a.wait_until(lambda: fed.b.job_restarts(batch) >= 1, 60, "the batch job requeued by preemption")
+    fed.wait_gone(interactive)
+    fed.wait_accounted(interactive, ("fed-b", "COMPLETED"))
+    fed.wait_gone(batch)
+    fed.wait_accounted(batch, ("fed-b", "COMPLETED"))
+    assert ("fed-b", "PREEMPTED") in fed.accounted(batch) or ("fed-b", "REQUEUED") in fed.accounted(batch)
+    assert "FedJobLock" not in fed.reasons
+
+
+def test_no_instance_is_left_without_a_node_in_either_cluster(fed: Fed) -> None:
+    for cloud in (fed.a, fed.b):
+        _assert_no_orphans(cloud)
+    assert not fed.a.slurm("squeue", "--sibling", "-h", "-o", "%i %T")
+    assert "FedJobLock" not in fed.reasons

@@ -1,0 +1,326 @@
+"""The cluster manager end to end in the local cloud: real slurmctld/slurmd, emulated EC2 + SQS, and the manager run
+as its real CLI (`python -m slurm_plugin.manager.daemon --once`) between the steps of each scenario.
+
+One local cloud of tests/e2e/configs/manager.yaml (cluster `mgr`, pool cpu-small, cpu-small-1 always on) is shared by
+the module, in its own state dir and on its own random ports, so it never meets the session cloud of conftest.py.
+Tests run in file order: the always-on node is started by the first manager cycle and replaced by the later tests.
+Nothing lost: every test ends with all its jobs COMPLETED (after a requeue where one is expected) and no orphan
+instance in the emulated EC2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from localcloud import procs
+from localcloud.cloud import DUMMY_AWS_ENV, LocalCloud
+from localcloud.layout import REPO_ROOT
+from localcloud.ops import LIVE, Instance, JobRecord, OpsError
+from slurm_plugin.manager.metrics import METRICS_FILE
+from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, load_manifest
+from tests.e2e.conftest import _missing, assert_no_orphans
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = Path(__file__).resolve().parent / "configs" / "manager.yaml"
+STATE_DIR = Path("/var/tmp/elastic-slurm-mgr-e2e")
+ALWAYS_ON = "cpu-small-1"
+HEALTHCHECK = REPO_ROOT / "assets" / "health" / "elastic-slurm-healthcheck"
+NVSMI_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi"
+ORPHAN_GRACE = 60  # long in every cycle but the orphan test's: a resume in flight is never mistaken for an orphan
+# First run: stays busy until its node fails; after the requeue: done at once (SLURM_RESTART_COUNT counts requeues).
+RUNS_UNTIL_REQUEUED = 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then echo ran-on=$SLURMD_NODENAME; else sleep 600; fi'
+TICK = 3.0  # seconds between manager cycles while a test waits
+
+
+@dataclass
+class Mgr:
+    """The local cloud plus the manager CLI and the events queue it reads."""
+
+    cloud: LocalCloud
+    queue_url: str
+    cycles: int = 0
+    last: float = 0.0
+
+    def cycle(self, orphan_grace: int = ORPHAN_GRACE) -> None:
+        """One manager cycle as the real CLI; fails the test (with the manager's log) if the cycle failed."""
+        info = self.cloud.info()
+        cmd = [
+            sys.executable, "-m", "slurm_plugin.manager.daemon", "--once",
+            "--manifest", str(self.cloud.layout.manifest),
+            "--orphan-grace", str(orphan_grace),
+            "--resume-timeout", str(info.resume_timeout),
+            "--events-queue-url", self.queue_url,
+        ]  # fmt: skip
+        env = {**os.environ, **DUMMY_AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"}
+        done = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        self.cycles += 1
+        self.last = time.monotonic()
+        assert done.returncode == 0, f"manager cycle failed ({done.returncode}): {done.stderr}\n{self.log_tail()}"
+
+    def tick(self) -> None:
+        """A manager cycle if the last one is TICK seconds old (for wait loops)."""
+        if time.monotonic() - self.last >= TICK:
+            self.cycle()
+
+    def log_tail(self, lines: int = 30) -> str:
+        path = self.cloud.layout.log / "clustermgr.log"
+        return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else "(no clustermgr.log)"
+
+    def wait(self, predicate: Callable[[], object], timeout: float, what: str) -> None:
+        """Wait for `predicate()` with a manager cycle every TICK seconds."""
+
+        def check() -> bool:
+            self.tick()
+            return bool(predicate())
+
+        self.cloud.wait_until(check, timeout, what)
+
+    def wait_jobs(self, jobs: list[str], timeout: float = 300) -> list[JobRecord]:
+        return self.cloud.wait_jobs_done(jobs, timeout, on_tick=self.tick)
+
+    def counters(self) -> dict[str, int]:
+        """The manager's counters (manager-metrics.json in the manifest's state_dir)."""
+        path = Path(load_manifest(self.cloud.layout.manifest).state_dir) / METRICS_FILE
+        counters: dict[str, int] = json.loads(path.read_text())["counters"]
+        return counters
+
+    def replaced(self, node: str, old_instance: str) -> bool:
+        """The node is idle again on a live instance other than `old_instance`."""
+        if self.state(node) != "idle":
+            return False
+        try:
+            return self.cloud.instance_of_node(node).instance_id != old_instance
+        except OpsError:
+            return False
+
+    def state(self, node: str) -> str:
+        return self.cloud.nodes().get(node, "?")
+
+    def reason(self, node: str) -> str:
+        out = self.cloud.slurm("scontrol", "show", "node", node, "--oneliner")
+        return out.split(" Reason=", 1)[1].strip() if " Reason=" in out else ""
+
+
+@pytest.fixture(scope="module")
+def mgr(request: pytest.FixtureRequest) -> Iterator[Mgr]:
+    """A local cloud of manager.yaml with an SQS events queue, always torn down."""
+    reason = _missing()
+    if reason:
+        pytest.skip(f"cluster manager e2e: {reason}")
+    cloud = LocalCloud(STATE_DIR)
+    failed_before = request.session.testsfailed
+    try:
+        cloud.up(CONFIG, boot_delay=1.0)
+        sqs = cloud.aws().client("sqs", "us-east-1")
+        queue_url = sqs.create_queue(QueueName="mgr-ec2-events")["QueueUrl"]
+        yield Mgr(cloud, queue_url)
+    finally:
+        cloud.down()
+        if request.session.testsfailed == failed_before and not os.environ.get("KEEPDBG"):
+            shutil.rmtree(STATE_DIR, ignore_errors=True)
+        else:
+            print(f"cluster manager e2e: logs kept in {STATE_DIR / 'log'}")
+
+
+def nothing_lost(mgr: Mgr, jobs: list[str], records: list[JobRecord]) -> None:
+    """Every job COMPLETED and, after the manager's cycles, no orphan instance left."""
+    assert {r.job_id: r.state for r in records} == {j: "COMPLETED" for j in jobs}
+    mgr.wait(lambda: not mgr.cloud.orphan_instances(), 60, "no orphan instances")
+    assert_no_orphans(mgr.cloud)
+
+
+def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
+    """The node's instance "dies" while EC2 still says running: SIGKILL its slurmd, slurmstepd and job (everything in
+    the emulated instance's own time namespace). Never by session: in some sandboxes every process shares one.
+
+    A `sleep` placed in that namespace first keeps it alive until EC2 terminates the instance (the instance runner
+    then stops it), so the kernel cannot hand the namespace's id to a new instance meanwhile. Returns the sleep, for
+    the caller to stop if it is still there at the end.
+    """
+    slurmd = procs.read_pid(mgr.cloud.layout.run / f"slurmd-{node}.pid")
+    assert slurmd is not None and procs.is_ours(slurmd, str(mgr.cloud.layout.slurm_conf)), f"no slurmd for {node}"
+    namespace = procs.time_namespace(slurmd)
+    assert namespace and namespace != procs.HOST_TIME_NS, f"slurmd of {node} is not in an instance's namespace"
+    holder = subprocess.Popen(["nsenter", f"--time=/proc/{slurmd}/ns/time", "sleep", "900"])
+    mgr.cloud.wait_until(lambda: procs.time_namespace(holder.pid) == namespace, 10, "namespace holder")
+    members = [pid for pid in procs.pids_in_time_namespace(namespace) if pid not in (holder.pid, os.getpid())]
+    assert slurmd in members and len(members) < 20, members
+    procs.kill_all(members, signal.SIGKILL)
+    return holder
+
+
+def test_always_on_node_is_started_by_the_first_cycle(mgr: Mgr) -> None:
+    assert mgr.state(ALWAYS_ON).endswith("~")
+    mgr.cycle()
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
+    assert mgr.cloud.instance_of_node(ALWAYS_ON).pool == "cpu-small"
+    assert_no_orphans(mgr.cloud)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Two running jobs hit at once (their requeue waits overlap): one instance dies, the other gets a spot warning."""
+
+    dying_job: str
+    dead: Instance
+    spot_job: str
+    warned: Instance
+    spot_restarts_after_cycle: int
+    spot_reason_after_cycle: str
+    counters_before: dict[str, int]
+
+
+def spot_warning(inst: Instance) -> str:
+    """The EventBridge event EC2 sends two minutes before it reclaims a spot instance (as SQS receives it)."""
+    return json.dumps(
+        {
+            "version": "0",
+            "id": "e2e-spot-warning",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "region": inst.region,
+            "resources": [f"arn:aws:ec2:{inst.region}:123456789012:instance/{inst.instance_id}"],
+            "detail": {"instance-id": inst.instance_id, "instance-action": "terminate"},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def in_flight(mgr: Mgr) -> Iterator[InFlight]:
+    """Jobs on cpu-small-2 and -3 running; then -2's instance dies and -3's gets a spot warning; one manager cycle."""
+    dying_job = mgr.cloud.sbatch("-w", "cpu-small-2", wrap=RUNS_UNTIL_REQUEUED)
+    spot_job = mgr.cloud.sbatch("-w", "cpu-small-3", wrap="sleep 10; echo ran-on=$SLURMD_NODENAME")
+    mgr.wait(
+        lambda: [mgr.cloud.queue().get(j) for j in (dying_job, spot_job)] == ["RUNNING", "RUNNING"],
+        120,
+        f"jobs {dying_job} and {spot_job} running",
+    )
+    dead = mgr.cloud.instance_of_node("cpu-small-2")
+    warned = mgr.cloud.instance_of_node("cpu-small-3")
+    before = mgr.counters()
+    holder = kill_node_instance(mgr, "cpu-small-2")
+    mgr.cloud.aws().client("sqs", "us-east-1").send_message(QueueUrl=mgr.queue_url, MessageBody=spot_warning(warned))
+    try:
+        mgr.cycle()  # reads the warning: cpu-small-3 is powered down at once and its job requeued
+        yield InFlight(
+            dying_job, dead, spot_job, warned, mgr.cloud.job_restarts(spot_job), mgr.reason("cpu-small-3"), before
+        )
+    finally:
+        holder.kill()  # normally gone already: the instance runner stops it with the terminated instance
+        holder.wait()
+
+
+def test_instance_dying_mid_job_is_powered_down_and_the_job_requeued(mgr: Mgr, in_flight: InFlight) -> None:
+    """slurmd dies while EC2 still says running: slurmctld marks the node DOWN (not responding) after SlurmdTimeout
+    and requeues the job; the manager powers the node down, SuspendProgram terminates the instance, and the job
+    (pinned to that node) runs again on a fresh one. Without the manager the node would stay DOWN for ever."""
+    records = mgr.wait_jobs([in_flight.dying_job])
+    assert records[0].restarts >= 1
+    assert in_flight.dead.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
+    assert mgr.counters()["nodes_replaced"] > in_flight.counters_before["nodes_replaced"]
+    nothing_lost(mgr, [in_flight.dying_job], records)
+
+
+def test_spot_interruption_event_requeues_the_job_and_ends_the_instance(mgr: Mgr, in_flight: InFlight) -> None:
+    assert in_flight.spot_restarts_after_cycle >= 1
+    assert in_flight.spot_reason_after_cycle.startswith("(Spot:Interruption)")
+    records = mgr.wait_jobs([in_flight.spot_job])
+    assert records[0].restarts >= 1
+    warned = in_flight.warned.instance_id
+    mgr.wait(lambda: warned not in {i.instance_id for i in mgr.cloud.instances(LIVE)}, 60, f"{warned} terminated")
+    assert mgr.counters()["spot_interruptions"] == in_flight.counters_before["spot_interruptions"] + 1
+    assert mgr.cloud.aws().client("sqs", "us-east-1").receive_message(QueueUrl=mgr.queue_url).get("Messages") is None
+    nothing_lost(mgr, [in_flight.spot_job], records)
+
+
+def test_orphan_instance_is_terminated_after_the_grace_period(mgr: Mgr) -> None:
+    manifest = load_manifest(mgr.cloud.layout.manifest)
+    pool = manifest.pools[0]
+    where = pool.locations[0]
+    ec2 = mgr.cloud.aws().client("ec2", where.region)
+    tags = [{"Key": TAG_CLUSTER, "Value": manifest.cluster}, {"Key": TAG_POOL, "Value": pool.key}]
+    orphan = ec2.run_instances(
+        LaunchTemplate={"LaunchTemplateId": where.launch_template_id},
+        SubnetId=where.subnet_id,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"][0]["InstanceId"]
+    before = mgr.counters()["orphans_terminated"]
+    mgr.cycle()  # within the (long) grace period: left alone
+    assert orphan in {i.instance_id for i in mgr.cloud.instances(LIVE)}
+    time.sleep(2)
+    mgr.cycle(orphan_grace=1)
+    assert orphan not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
+    assert mgr.counters()["orphans_terminated"] == before + 1
+    assert_no_orphans(mgr.cloud)
+
+
+def test_always_on_node_terminated_externally_is_replaced(mgr: Mgr) -> None:
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
+    gone = mgr.cloud.instance_of_node(ALWAYS_ON)
+    before = mgr.counters()
+    mgr.cloud.interrupt(gone.instance_id)
+    mgr.cycle()
+    mgr.wait(lambda: mgr.replaced(ALWAYS_ON, gone.instance_id), 120, f"{ALWAYS_ON} back on a new instance")
+    after = mgr.counters()
+    assert after["instances_lost"] > before["instances_lost"]
+    assert after["always_on_started"] > before["always_on_started"]
+    job = mgr.cloud.sbatch("-w", ALWAYS_ON, wrap="echo ran-on=$SLURMD_NODENAME")
+    records = mgr.wait_jobs([job])
+    nothing_lost(mgr, [job], records)
+
+
+def run_healthcheck(mgr: Mgr, node: str, tmp_path: Path, nvsmi_fixture: str) -> subprocess.CompletedProcess[str]:
+    """The real health check script for `node`, with a fake nvidia-smi first on PATH and the real scontrol.
+
+    The emulated node has no GPU and its slurmd has no HealthCheckProgram configured, so the script runs on the host
+    (the emulated instances are host processes too) with SLURMD_NODENAME set the way slurmd sets it and
+    EXPECTED_GPUS forcing the GPU check; draining goes through the real `scontrol update` against this cloud.
+    """
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\ncat {NVSMI_FIXTURES / nvsmi_fixture}\n")
+    fake.chmod(0o755)
+    conf = tmp_path / "healthcheck.conf"
+    conf.write_text(
+        f"EXPECTED_GPUS=8\nCHECK_SLURMD=0\nDISK_PATHS=/tmp\nMIN_FREE_MIB=1\nSLURM_CONF={mgr.cloud.layout.slurm_conf}\n"
+    )
+    env = {
+        "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ELASTIC_SLURM_HEALTH_CONF": str(conf),
+        "SLURMD_NODENAME": node,
+        "SLURM_CONF": str(mgr.cloud.layout.slurm_conf),
+    }
+    return subprocess.run([sys.executable, str(HEALTHCHECK)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_gpu_failure_drains_the_node_and_the_manager_replaces_it(mgr: Mgr, tmp_path: Path) -> None:
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
+    sick = mgr.cloud.instance_of_node(ALWAYS_ON)
+    result = run_healthcheck(mgr, ALWAYS_ON, tmp_path, "failing-p4d-7of8.csv")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert mgr.reason(ALWAYS_ON).startswith("(Health:gpu)")
+    before = mgr.counters()["health_check_failures"]
+    mgr.cycle()
+    assert mgr.counters()["health_check_failures"] == before + 1
+    mgr.wait(lambda: mgr.replaced(ALWAYS_ON, sick.instance_id), 120, f"{ALWAYS_ON} back on a new instance")
+    assert sick.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
+    job = mgr.cloud.sbatch("-w", ALWAYS_ON, wrap="echo ran-on=$SLURMD_NODENAME")
+    records = mgr.wait_jobs([job])
+    assert f"ran-on={ALWAYS_ON}" in (mgr.cloud.layout.jobs / f"{job}.out").read_text()
+    nothing_lost(mgr, [job], records)
