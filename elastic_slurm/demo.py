@@ -22,11 +22,14 @@ from pathlib import Path
 from cluster_config import ConfigInvalid, load
 from elastic_slurm.commands.config_cmds import summary
 from localcloud.cloud import LocalCloud, LocalCloudError
+from localcloud.faults import CapacityFault, Faults
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT
 from localcloud.ops import LIVE, OpsError
 
 DEMO_CONFIG = REPO_ROOT / "cluster_config" / "examples" / "local-demo.yaml"
 JOB_TIMEOUT = 240
+# A capacity shortage the demo injects, so the launch visibly falls over to other instance types / AZs.
+SHORTAGE = Faults(capacity=(CapacityFault(instance_type="c7i.large", availability_zone="us-east-1a"),))
 SCALE_DOWN_TIMEOUT = 180
 
 
@@ -153,7 +156,12 @@ def run(keep: bool, state_dir: str) -> int:
 
 
 def _workload(cloud: LocalCloud, suspend_time: int) -> int:
-    _say("== 3/5 submitting: 3 single-node jobs, one 4-node job, a 20-task job array")
+    cloud.set_faults(SHORTAGE)
+    _say(
+        f"== 3/5 emulated EC2 has no {SHORTAGE.capacity[0].instance_type} capacity in "
+        f"{SHORTAGE.capacity[0].availability_zone} (InsufficientInstanceCapacity): watch the plugin fall over"
+    )
+    _say("  submitting: 3 single-node jobs, one 4-node job, a 20-task job array")
     start = time.monotonic()
     jobs = submit_workload(cloud)
     progress = Progress(cloud, start)

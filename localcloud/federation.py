@@ -67,24 +67,31 @@ class LocalFederation:
         return {name: LocalCloud(self.root / name) for name in self.cluster_names()}
 
     # ------------------------------------------------------------------ up / down
-    def up(self, config_path: str | Path, boot_delay: float = 2.0) -> dict[str, CloudInfo]:
+    def up(
+        self, config_path: str | Path, boot_delay: float = 2.0, boot_failure_rate: float = 0.0
+    ) -> dict[str, CloudInfo]:
         """Start every cluster of the config; on failure stop what was started and raise LocalCloudError."""
         config = load(config_path)
         names = [cluster.name for cluster in config.clusters]
         if any(cloud.is_up() for cloud in self.clouds().values()):
             raise LocalCloudError(f"a local federation is already running in {self.root} (`down` it first)")
+        if self.root.is_dir() and any(self.root.iterdir()) and not (self.root / FEDERATION_JSON).exists():
+            raise LocalCloudError(
+                f"--state-dir: {self.root} is not empty and holds no local federation; choose another"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)  # munged wants every directory above its socket searchable by all
         (self.root / FEDERATION_JSON).write_text(json.dumps({"clusters": names, "config": str(config_path)}) + "\n")
         infos: dict[str, CloudInfo] = {}
         try:
             first = LocalCloud(self.root / names[0])
-            infos[names[0]] = first.up(config_path, names[0], boot_delay=boot_delay)
+            infos[names[0]] = first.up(config_path, names[0], boot_delay, boot_failure_rate)
             # Federation last: a slurmctld that registers after the federation was created stays unknown
             # (`fed-b::0`, PersistConnSend No, Synced No) to the members that were already up (Slurm 22.05).
             self._apply_accounting(config.model_copy(update={"federation": None}), first)
             for name in names[1:]:
-                infos[name] = LocalCloud(self.root / name).up(config_path, name, boot_delay, shared_with=first)
+                cloud = LocalCloud(self.root / name)
+                infos[name] = cloud.up(config_path, name, boot_delay, boot_failure_rate, shared_with=first)
             if config.federation is not None:
                 self._wait_registered(first, names)
                 self._apply_accounting(config, first)

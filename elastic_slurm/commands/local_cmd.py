@@ -27,6 +27,11 @@ def register(sub: Any) -> None:
     up.add_argument("--cluster", help="cluster of the file to run (default: the first)")
     up.add_argument("--boot-delay", type=float, default=2.0, help="seconds an emulated instance takes to boot")
     up.add_argument("--boot-failure-rate", type=float, default=0.0, help="fraction of boots that fail (0..1)")
+    up.add_argument(
+        "--all-clusters",
+        action="store_true",
+        help="start every cluster of the file (one slurmdbd, munged and emulated AWS; the config's federation)",
+    )
     up.set_defaults(func=run_up)
 
     down = actions.add_parser("down", help="stop every process of the local cloud")
@@ -65,6 +70,8 @@ def run_up(args: argparse.Namespace) -> int:
         raise UserError(f"--boot-delay: must not be negative, got {args.boot_delay}")
     if os.geteuid() != 0:
         raise UserError("local up: must run as root (slurmd/slurmctld run as root in the local cloud)")
+    if args.all_clusters:
+        return _up_all_clusters(args)
     cloud = _cloud(args)
     try:
         info = cloud.up(args.config, args.cluster, args.boot_delay, args.boot_failure_rate)
@@ -77,9 +84,35 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _federation(args: argparse.Namespace) -> Any:
+    """The local federation in --state-dir (started with `up --all-clusters`), or None."""
+    from localcloud.federation import FEDERATION_JSON, LocalFederation
+
+    return LocalFederation(args.state_dir) if (Path(args.state_dir) / FEDERATION_JSON).exists() else None
+
+
+def _up_all_clusters(args: argparse.Namespace) -> int:
+    """`up --all-clusters`: every cluster of the file, one sub-directory of --state-dir each."""
+    from localcloud.cloud import LocalCloudError
+    from localcloud.federation import LocalFederation
+
+    if args.cluster:
+        raise UserError("--all-clusters: cannot be combined with --cluster")
+    federation = LocalFederation(args.state_dir)
+    try:
+        federation.up(args.config, args.boot_delay, args.boot_failure_rate)
+    except LocalCloudError as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    for name, cloud in federation.clouds().items():
+        print(f"local cloud '{name}' is up:  export SLURM_CONF={cloud.layout.slurm_conf}")
+    print("  try: sbatch -M <cluster> --wrap hostname; squeue --sibling; sacct -M all; elastic-slurm local down")
+    return 0
+
+
 def run_down(args: argparse.Namespace) -> int:
     """Stop the local cloud's processes."""
-    stopped = _cloud(args).down()
+    federation = _federation(args)
+    stopped = federation.down() if federation is not None else _cloud(args).down()
     print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}" if stopped else " (nothing was running)"))
     return 0
 
@@ -89,6 +122,12 @@ def run_status(args: argparse.Namespace) -> int:
     from localcloud.cloud import LocalCloudError
     from localcloud.ops import OpsError
 
+    federation = _federation(args)
+    if federation is not None:  # one section per cluster
+        clouds = federation.clouds().values()
+        return max(
+            (run_status(argparse.Namespace(**{**vars(args), "state_dir": c.layout.root})) for c in clouds), default=1
+        )
     cloud = _cloud(args)
     try:
         cloud.info()  # a one-line error when this state dir has no local cloud

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ import pytest
 
 from cluster_config import ElasticSlurmConfig, load
 from localcloud.cloud import LocalCloud
+from localcloud.faults import CapacityFault, Faults
 from localcloud.federation import LocalFederation
+from localcloud.ops import LIVE
 from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, lmstat_with_usage, run_license_sync
 
 pytestmark = pytest.mark.e2e
@@ -123,6 +126,24 @@ def test_both_clusters_see_each_other_as_synced_siblings(fed: Fed) -> None:
         assert "PersistConnSend/Recv:Yes/Yes" in line and "Synced:Yes" in line
 
 
+def test_job_routed_to_b_whose_launch_hits_a_capacity_error_is_requeued_and_runs_once_capacity_is_back(
+    fed: Fed,
+) -> None:
+    # the case of aws-parallelcluster#3722 (a sibling whose cloud node fails to launch kept the job in FedJobLock)
+    fed.b.wait_until(lambda: not fed.b.instances(LIVE), 90, "fed-b without instances")  # its node must launch
+    fed.b.set_faults(Faults(capacity=(CapacityFault(availability_zone="us-east-1b"),)))  # fed-b's only AZ
+    try:
+        job = fed.a.sbatch("--cluster-constraint=aws", wrap="true")
+        fed.a.wait_until(lambda: fed.b.job_restarts(job) >= 1, 90, f"job {job} requeued after the capacity error")
+        assert fed.state_on(job, "fed-b") in {"PENDING", "CONFIGURING"}
+        assert not fed.b.instances(LIVE)
+    finally:
+        fed.b.clear_faults()
+    fed.wait_gone(job)
+    fed.wait_accounted(job, ("fed-b", "COMPLETED"))
+    assert "FedJobLock" not in fed.reasons
+
+
 def test_job_whose_cluster_constraint_only_b_satisfies_runs_on_b_and_its_sibling_on_a_is_revoked(fed: Fed) -> None:
     job = fed.a.sbatch("--cluster-constraint=aws", wrap="hostname; sleep 2")
     fed.wait_state(job, "fed-b", {"RUNNING", "COMPLETING", "COMPLETED"}, "running on fed-b")
@@ -147,11 +168,23 @@ def test_job_submitted_from_a_with_clusters_b_runs_on_b_and_is_requeued_and_canc
     assert "FedJobLock" not in fed.reasons
 
 
-def test_plain_job_from_a_runs_on_a_while_a_has_room(fed: Fed) -> None:
-    job = fed.a.sbatch(wrap="sleep 1")
+def test_plain_job_with_sbatch_clusters_set_to_the_local_cluster_never_leaves_it(fed: Fed) -> None:
+    # Without it a plain sbatch on fed-a gets siblings on both clusters and either may win the race (seen: 3 of 6
+    # plain jobs ran on the other cluster while both had idle nodes), so the login environment pins it.
+    result = subprocess.run(
+        ["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 1"],
+        env={**fed.a.env(), "SBATCH_CLUSTERS": "fed-a"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=fed.a.layout.jobs,
+    )
+    assert result.returncode == 0, result.stderr
+    job = result.stdout.strip().split(";")[0]
+    assert {row.cluster for row in fed.rows(job)} <= {"fed-a"}
     fed.wait_gone(job)
     fed.wait_accounted(job, ("fed-a", "COMPLETED"))
-    assert ("fed-b", "COMPLETED") not in fed.accounted(job)
+    assert {cluster for cluster, _ in fed.accounted(job)} == {"fed-a"}  # no sibling was ever created on fed-b
     assert "FedJobLock" not in fed.reasons
 
 

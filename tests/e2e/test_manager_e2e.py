@@ -128,7 +128,7 @@ def mgr(request: pytest.FixtureRequest) -> Iterator[Mgr]:
         yield Mgr(cloud, queue_url)
     finally:
         cloud.down()
-        if request.session.testsfailed == failed_before and not os.environ.get("KEEPDBG"):
+        if request.session.testsfailed == failed_before:
             shutil.rmtree(STATE_DIR, ignore_errors=True)
         else:
             print(f"cluster manager e2e: logs kept in {STATE_DIR / 'log'}")
