@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ class Runner:
         proc = self.procs.pop(instance_id, None)
         ns = self.namespaces.pop(instance_id, "")
         if proc is not None:
-            stop_instance_processes(proc.pid, ns)
+            stop_instance_processes(proc.pid, ns, instance_markers(instance_id, self.layout.slurm_conf))
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -210,15 +211,36 @@ class Runner:
         tmp.replace(self.layout.state / "instances.json")
 
 
-def stop_instance_processes(session: int, namespace: str, grace: float = 5.0) -> None:
-    """Stop an emulated instance: SIGTERM its slurmd, then SIGKILL everything in its time namespace and session."""
+def instance_markers(instance_id: str, slurm_conf: Path) -> list[bytes]:
+    """What identifies a process as part of this cloud's instance: its instance id, or this cloud's slurm.conf.
+
+    The runner gives every instance ELASTIC_SLURM_INSTANCE_ID and SLURM_CONF (slurmd, slurmstepd inherit them; job
+    processes carry the submitter's SLURM_CONF). A recycled time-namespace or session id of anyone else's process
+    therefore never matches.
+    """
+    markers = [f"SLURM_CONF={slurm_conf}".encode(), str(slurm_conf).encode()]
+    if instance_id:
+        markers.insert(0, f"ELASTIC_SLURM_INSTANCE_ID={instance_id}".encode())
+    return markers
+
+
+def stop_instance_processes(
+    session: int, namespace: str, markers: Sequence[bytes], grace: float = 5.0, limit: int = 200
+) -> None:
+    """Stop an emulated instance: SIGTERM its slurmd, then SIGKILL the rest of its processes.
+
+    Members are processes in the instance's time namespace or session that also carry one of `markers`
+    (see `instance_markers`); never the host's namespace, never sessions 0/1, never more than `limit` processes.
+    """
+    if not markers:
+        return
 
     def members() -> list[int]:
         found = set(procs.pids_in_time_namespace(namespace))
         if procs.is_ours(session, ""):
             found |= set(procs.pids_in_session(session))
         found.discard(os.getpid())
-        return sorted(found)
+        return sorted(p for p in found if procs.environ_has(p, markers))[:limit]
 
     slurmds = [p for p in members() if "slurmd" in procs.cmdline(p).split(" ")[0]]
     procs.kill_all(slurmds, signal.SIGTERM)

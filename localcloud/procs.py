@@ -145,15 +145,26 @@ def pids_in_time_namespace(namespace: str) -> list[int]:
 def session_of(pid: int) -> int | None:
     """The session id of `pid`, or None when gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
         return None
-    return int(stat.rsplit(")", 1)[-1].split()[4])
 
 
 def pids_in_session(sid: int) -> list[int]:
-    """Every process whose session id is `sid`."""
+    """Every process whose session id is `sid` (never sessions 0/1: those are the kernel's and init's)."""
+    if sid <= 1:
+        return []
     return [int(e) for e in os.listdir("/proc") if e.isdigit() and session_of(int(e)) == sid]
+
+
+def environ_has(pid: int, needles: Sequence[bytes]) -> bool:
+    """True when one of `needles` (e.g. b"KEY=value") is an entry of the process's environment or in its cmdline."""
+    try:
+        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    line = cmdline(pid).encode()
+    return any(needle in entries or needle in line for needle in needles)
 
 
 def kill_all(pids: Sequence[int], sig: int = signal.SIGKILL) -> None:

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from localcloud import procs
-from localcloud.instance_runner import stop_instance_processes
+from localcloud.instance_runner import instance_markers, stop_instance_processes
 from localcloud.layout import Layout
 
 
@@ -30,7 +30,8 @@ def _instances_left(layout: Layout) -> list[str]:
         namespace = record.get("time_ns") or ""
         bootstrap_alive = any(procs.is_ours(pid, m) for m in ("elastic-slurm-node-bootstrap", "unshare", "slurmd"))
         if procs.pids_in_time_namespace(namespace) or bootstrap_alive:
-            stop_instance_processes(pid if bootstrap_alive else 0, namespace, grace=3.0)
+            markers = instance_markers(str(record.get("instance_id") or ""), layout.slurm_conf)
+            stop_instance_processes(pid if bootstrap_alive else 0, namespace, markers, grace=3.0)
             stopped.append(f"instance {record.get('instance_id')}")
         record_path.unlink(missing_ok=True)
     return stopped

@@ -25,6 +25,7 @@ import pytest
 
 from localcloud import procs
 from localcloud.cloud import DUMMY_AWS_ENV, LocalCloud
+from localcloud.instance_runner import instance_markers
 from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
 from slurm_plugin.manager.metrics import METRICS_FILE
@@ -155,7 +156,12 @@ def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
     assert namespace and namespace != procs.HOST_TIME_NS, f"slurmd of {node} is not in an instance's namespace"
     holder = subprocess.Popen(["nsenter", f"--time=/proc/{slurmd}/ns/time", "sleep", "900"])
     mgr.cloud.wait_until(lambda: procs.time_namespace(holder.pid) == namespace, 10, "namespace holder")
-    members = [pid for pid in procs.pids_in_time_namespace(namespace) if pid not in (holder.pid, os.getpid())]
+    markers = instance_markers("", mgr.cloud.layout.slurm_conf)  # only processes that name this cloud's slurm.conf
+    members = [
+        pid
+        for pid in procs.pids_in_time_namespace(namespace)
+        if pid not in (holder.pid, os.getpid()) and procs.environ_has(pid, markers)
+    ]
     assert slurmd in members and len(members) < 20, members
     procs.kill_all(members, signal.SIGKILL)
     return holder

@@ -1,0 +1,55 @@
+"""Stopping an emulated instance touches only processes that prove they belong to it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcloud import procs
+from localcloud.instance_runner import instance_markers, stop_instance_processes
+
+# One shell in a new session starts two sleepers: one carries the instance's marker, the other does not.
+_SCRIPT = "ELASTIC_SLURM_INSTANCE_ID=i-test sleep 300 & sleep 300 & wait"
+
+
+@pytest.fixture
+def session() -> Iterator[subprocess.Popen[bytes]]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ELASTIC_SLURM_INSTANCE_ID", "SLURM_CONF")}
+    proc = subprocess.Popen(["/bin/sh", "-c", _SCRIPT], start_new_session=True, env=env)
+    assert procs.wait_until(lambda: len(_sleepers(proc.pid)) == 2, 10)
+    yield proc
+    procs.kill_all(procs.pids_in_session(proc.pid))
+    proc.wait(timeout=10)
+
+
+def _sleepers(sid: int) -> list[int]:
+    return [p for p in procs.pids_in_session(sid) if procs.cmdline(p).startswith("sleep")]
+
+
+def test_session_of_is_the_real_session_id() -> None:
+    assert procs.session_of(os.getpid()) == os.getsid(0)
+
+
+def test_sessions_zero_and_one_are_never_listed() -> None:
+    assert procs.pids_in_session(0) == [] and procs.pids_in_session(1) == []
+
+
+def test_only_marked_processes_of_the_session_are_stopped(session: subprocess.Popen[bytes]) -> None:
+    markers = instance_markers("i-test", Path("/nonexistent/slurm.conf"))
+    stop_instance_processes(session.pid, "", markers, grace=1.0)
+    left = _sleepers(session.pid)
+    assert len(left) == 1
+    assert not procs.environ_has(left[0], markers)
+
+
+def test_no_markers_means_nothing_is_stopped(session: subprocess.Popen[bytes]) -> None:
+    stop_instance_processes(session.pid, "", [], grace=0.5)
+    assert len(_sleepers(session.pid)) == 2
+
+
+def test_the_host_time_namespace_is_never_a_target() -> None:
+    assert procs.pids_in_time_namespace(procs.HOST_TIME_NS) == []
