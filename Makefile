@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# No CDK CLI telemetry: tests and the demo talk only to 127.0.0.0/8.
+export CDK_DISABLE_CLI_TELEMETRY := true
 export PATH := $(CURDIR)/.venv/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: setup demo test lint typecheck unit bench docs clean

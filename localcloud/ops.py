@@ -6,6 +6,7 @@ what they assert is what a user would see with sbatch/squeue/sacct/sinfo and the
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,11 @@ class JobRecord:
     nodes: str
     exit_code: str
     restarts: int
+
+
+def job_root(job_id: str) -> str:
+    """The job id without its array task (`12_3`) or hetjob component (`12+1`) suffix."""
+    return re.split(r"[_+]", job_id, maxsplit=1)[0]
 
 
 class CloudOps:
@@ -151,10 +157,10 @@ class CloudOps:
         self, job_ids: Sequence[str], timeout: float, on_tick: Callable[[], None] | None = None
     ) -> list[JobRecord]:
         """Wait until none of the jobs is in squeue any more, then return their sacct records."""
-        roots = {job_id.split("_")[0] for job_id in job_ids}
+        roots = {job_root(job_id) for job_id in job_ids}
         deadline = time.monotonic() + timeout
         while True:
-            queued = {job.split("_")[0] for job in self.queue()}
+            queued = {job_root(job) for job in self.queue()}
             if not roots & queued:
                 break
             if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ import pytest
 from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")  # never phone home from tests
 for _key, _value in DUMMY_CREDENTIALS.items():
     os.environ.setdefault(_key, _value)
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

@@ -53,3 +53,9 @@ def test_no_markers_means_nothing_is_stopped(session: subprocess.Popen[bytes]) -
 
 def test_the_host_time_namespace_is_never_a_target() -> None:
     assert procs.pids_in_time_namespace(procs.HOST_TIME_NS) == []
+
+
+def test_job_root_strips_array_and_hetjob_suffixes() -> None:
+    from localcloud.ops import job_root
+
+    assert [job_root(j) for j in ("12", "12_3", "12+1", "12_[1-4]")] == ["12", "12", "12", "12"]
