@@ -126,6 +126,7 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     part_names = [p.name for p in cluster.partitions]
     for index in _repeats(part_names):
         yield ConfigError(f"{path}.partitions[{index}].name", f"duplicate partition name '{part_names[index]}'")
+    yield from _check_sharing(cluster, path)
     capacities = subnet_capacities(cluster)
     total_max = 0
     pool_overflows = False
@@ -148,6 +149,28 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
             f"{path}.partitions",
             f"{total_max} nodes in all do not fit the {sum(capacities.values())} addresses of the cluster's subnets",
         )
+
+
+def _check_sharing(cluster: Cluster, path: str) -> Iterator[ConfigError]:
+    """Every partition has nodes: pools of its own or the pools of the partitions it shares (not transitively)."""
+    with_pools = {p.name for p in cluster.partitions if p.pools}
+    names = {p.name for p in cluster.partitions}
+    for pi, partition in enumerate(cluster.partitions):
+        ppath = f"{path}.partitions[{pi}]"
+        if not partition.pools and not partition.share_nodes_of:
+            yield ConfigError(f"{ppath}.pools", "a partition needs at least one pool, or share_nodes_of")
+        shared = list(partition.share_nodes_of)
+        repeats = set(_repeats(shared))
+        for si, name in enumerate(shared):
+            where = f"{ppath}.share_nodes_of[{si}]"
+            if si in repeats:
+                yield ConfigError(where, f"partition '{name}' is listed twice")
+            elif name == partition.name:
+                yield ConfigError(where, f"partition '{name}' cannot share its own nodes")
+            elif name not in names:
+                yield ConfigError(where, f"unknown partition '{name}' in cluster '{cluster.name}'")
+            elif name not in with_pools:
+                yield ConfigError(where, f"partition '{name}' has no pools of its own to share")
 
 
 def _check_network(cluster: Cluster, path: str) -> Iterator[ConfigError]:

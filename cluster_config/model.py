@@ -248,10 +248,21 @@ class Partition(StrictModel):
 
     name: str = Field(pattern=NAME_PATTERN, max_length=40, description="Partition name (lowercase letters and digits).")
     default: bool = Field(default=False, description="The default partition (at most one).")
-    pools: list[Pool] = Field(min_length=1, description="Pools whose nodes form this partition.")
+    pools: list[Pool] = Field(
+        default_factory=list,
+        description="Pools whose nodes form this partition (may be empty only when share_nodes_of is set).",
+    )
     max_time: str = Field(default="INFINITE", description="Slurm MaxTime.")
     priority_tier: int = Field(default=1, ge=0, le=65533, description="Slurm PriorityTier (partition preemption).")
     interactive: bool = Field(default=False, description="An interactive partition (may preempt batch ones).")
+    share_nodes_of: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Also schedule on the nodes of these partitions of the same cluster — e.g. an interactive partition with a"
+            " higher priority_tier over the batch partition's nodes, so partition-priority preemption can requeue"
+            " batch jobs. The nodes still belong to (and are launched for) their own partition's pools."
+        ),
+    )
 
 
 class Preemption(StrictModel):

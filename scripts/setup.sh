@@ -28,7 +28,7 @@ fi
 # Debian starts these on install; the local cloud runs its own instances under its state dir, so the
 # package-managed system services are left alone (we never stop what we did not start).
 
-req_hash=$(cat requirements.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)
+req_hash=$(cat requirements.txt requirements-tools.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat .stamps/venv 2>/dev/null)" != "$req_hash" ]; then
   echo "setup: creating the Python venv (.venv)"
   python3 -m venv .venv

@@ -20,7 +20,13 @@ from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
 from stacks.naming import ami_parameter, image_flavor
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "imagebuilder"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSETS = REPO_ROOT / "assets" / "imagebuilder"
+# The Python project as the build instance installs it (`pip install <dir>` into /opt/elastic-slurm/venv): an
+# allow-list in gitignore syntax over the repository root, so localcloud/, tests/, stacks/, .venv/, node_modules/,
+# cdk.out/, .git/ and anything added later stay out of the AMI unless listed here.
+PROJECT_SOURCE = ("pyproject.toml", "requirements.txt", "cluster_config", "elastic_slurm", "slurm_plugin")
+PROJECT_SOURCE_EXCLUDE = ["/*", *(f"!/{name}" for name in PROJECT_SOURCE), "__pycache__/", "*.pyc", "*.egg-info/"]
 BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
 
 
@@ -98,6 +104,15 @@ class ImagesStack(cdk.Stack):
         # assets/ (bootstrap, health checks, prolog) travels to the build instance as a CDK asset.
         self.node_assets = s3_assets.Asset(self, "NodeAssets", path=str(ASSETS.parent), exclude=["imagebuilder"])
         self.node_assets.grant_read(role)
+        # The elastic-slurm package itself (it is not on PyPI): the component pip-installs this source tree.
+        self.project_source = s3_assets.Asset(
+            self,
+            "ProjectSource",
+            path=str(REPO_ROOT),
+            exclude=PROJECT_SOURCE_EXCLUDE,
+            ignore_mode=cdk.IgnoreMode.GIT,
+        )
+        self.project_source.grant_read(role)
         profile = iam.CfnInstanceProfile(self, "BuilderProfile", roles=[role.role_name])
         builder_sg = ec2.SecurityGroup(
             self, "BuilderSg", vpc=vpc, description="Image Builder build instances (egress only)"
@@ -128,6 +143,9 @@ class ImagesStack(cdk.Stack):
                     imagebuilder.CfnImageRecipe.ComponentParameterProperty(
                         name="AssetsS3Uri", value=[self.node_assets.s3_object_url]
                     ),
+                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
+                        name="SourceS3Uri", value=[self.project_source.s3_object_url]
+                    ),
                 ],
             )
         ]
@@ -145,6 +163,7 @@ class ImagesStack(cdk.Stack):
                 cluster.images.slurm_version,
                 cluster.images.base_os,
                 self.node_assets.asset_hash,
+                self.project_source.asset_hash,
             ),
             parent_image=parent_image(cluster.images.base_os, arch).replace("{region}", self.region),
             components=components,

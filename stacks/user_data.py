@@ -1,15 +1,20 @@
 """Boot scripts of controllers and compute nodes on EC2 (pure: lists of shell lines, no CDK).
 
 Both roles: write `/etc/elastic-slurm/env` (values CloudFormation fills in), install the munge key from Secrets
-Manager, mount every shared file system listed in the mounts parameter, ship /var/log/slurm to CloudWatch Logs. Then the controller fetches its config and
-`DeployedInfra`, renders slurm.conf fragments + the runtime manifest and starts slurmctld (and slurmdbd on the
-accounting host); a compute node execs `elastic-slurm-node-bootstrap` (assets/bootstrap, installed into the AMI by
-the Image Builder component), which finds its Slurm node name and execs slurmd.
+Manager, mount every shared file system listed in the mounts parameter, ship /var/log/slurm to CloudWatch Logs. Then
+the controller fetches its config and `DeployedInfra`, finds the controllers' (and slurmdbd's) host names by their
+Name tags, renders the base slurm.conf + cgroup.conf + fragments + the runtime manifest into /etc/slurm, publishes the
+`slurmd --conf-server` argument on the shared file system (compute nodes run slurmd configless), enables
+the cluster manager (and the license sync timer when the config syncs licenses) and starts slurmctld (and slurmdbd on
+the accounting host); a compute node execs `elastic-slurm-node-bootstrap` (assets/bootstrap, installed into the AMI
+by the Image Builder component), which finds its Slurm node name and execs slurmd. The plugin's console scripts are
+in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component pip-installs the project into).
 """
 
 from __future__ import annotations
 
 BIN = "/opt/elastic-slurm/bin"
+VENV_PYTHON = "/opt/elastic-slurm/venv/bin/python"
 ETC = "/etc/elastic-slurm"
 
 _PRELUDE = [
@@ -43,17 +48,93 @@ _PRELUDE = [
     "fi",
 ]
 
+# Controller host names are known only once the instances exist: both controllers (and the slurmdbd host, controller 0
+# of the accounting host cluster) are found by their Name tag `<cluster>-controller-<index>` (set at launch by the
+# cluster stack) with ec2:DescribeInstances, which the controller role has. A pending instance already has its private
+# DNS name and IP, so each lookup waits (bounded, 10 min) only until CloudFormation has launched the peer.
+# The Slurm name is the first label of the private DNS name: what `hostname -s` prints on EC2.
+_CONTROLLER_HOSTS = [
+    "es_host() {  # es_host REGION NAME_TAG -> 'shortname ip' of that pending/running instance",
+    "  local out",
+    "  for _ in $(seq 120); do",
+    '    out=$(aws ec2 describe-instances --region "$1" --filters "Name=tag:Name,Values=$2"'
+    " Name=instance-state-name,Values=pending,running"
+    " --query 'Reservations[0].Instances[0].[PrivateDnsName,PrivateIpAddress]' --output text 2>/dev/null || true)",
+    '    case "$out" in ""|None*) sleep 5 ;; *) set -- $out; echo "${1%%.*} $2"; return 0 ;; esac',
+    "  done",
+    '  echo "elastic-slurm boot: no instance named $2 in $1" >&2; return 1',
+    "}",
+    f"facts=$({VENV_PYTHON} -c '",
+    "import sys; from cluster_config import load; from slurm_plugin.render_base import shared_mount",
+    "c = load(sys.argv[1]); k = c.cluster(sys.argv[2]); h = c.cluster(c.accounting.host_cluster or c.clusters[0].name)",
+    f'print(k.controller.count, c.accounting.mode, h.name, h.region, shared_mount(k) or "")\' {ETC}/cluster.yaml'
+    ' "$ES_CLUSTER")',
+    'read -r n_controllers acct_mode dbd_cluster dbd_region shared <<<"$facts"',
+    'controllers=""',
+    "for index in $(seq 0 $((n_controllers - 1))); do",
+    '  entry=$(es_host "$ES_REGION" "$ES_CLUSTER-controller-$index")',
+    '  read -r name ip <<<"$entry"',
+    '  controllers="${controllers:+$controllers,}$name($ip)"',
+    "done",
+    "dbd_args=()",
+    'if [ "$acct_mode" != none ]; then',
+    '  entry=$(es_host "$dbd_region" "$dbd_cluster-controller-0")',
+    '  read -r _ dbd_ip <<<"$entry"',
+    '  dbd_args=(--slurmdbd-host "$dbd_ip")',
+    "fi",
+]
+
 _CONTROLLER = [
     f'aws s3 cp "$ES_CONFIG_URL" {ETC}/cluster.yaml',
     f'aws ssm get-parameter --name "$ES_DEPLOYED_INFRA" --query Parameter.Value --output text > {ETC}/infra.json',
     f"{BIN}/elastic-slurm instance-cache refresh {ETC}/cluster.yaml --out {ETC}/instance-cache.json",
+    *_CONTROLLER_HOSTS,
     f'{BIN}/elastic-slurm render {ETC}/cluster.yaml --cluster "$ES_CLUSTER" --infra {ETC}/infra.json'
-    f" --cache {ETC}/instance-cache.json --out /etc/slurm",
+    f' --cache {ETC}/instance-cache.json --out /etc/slurm --controller-hosts "$controllers" "${{dbd_args[@]}}"',
+    "# compute nodes run slurmd configless; they find the controllers on the shared file system (see _COMPUTE)",
+    'if [ -n "$shared" ]; then',
+    '  install -d -m 0755 "$shared/slurm/conf-server" && install -d -o slurm -g slurm "$shared/slurm/state"',
+    '  install -m 0644 /etc/slurm/conf-server "$shared/slurm/conf-server/$ES_CLUSTER"',
+    "fi",
+    "install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld",
+    "install -d -o slurm -g slurm \"$(sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)\"",
+    "# the plugin programs and the cluster manager read the manifest at its default path; the prolog its env beside it",
+    f"ln -sfn /etc/slurm/manifest.json {ETC}/manifest.json",
+    f"install -m 0644 /etc/slurm/prolog-wait-for-boot.env {BIN}/prolog-wait-for-boot.env",
     'if [ -n "${ES_DB_SECRET:-}" ] && [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable --now slurmdbd; fi',
+    "# license sync timer: only when the config has licenses with a server (the drop-in holds their schedules)",
+    f"licenses_synced=$({VENV_PYTHON} - {ETC}/cluster.yaml \"$ES_CLUSTER\" <<'PY'",
+    "import sys",
+    "from pathlib import Path",
+    "from cluster_config import load",
+    "from slurm_plugin.licenses.sync import sync_config_from",
+    "from slurm_plugin.licenses.units import DROPIN_PATH, timer_dropin",
+    "config = load(sys.argv[1])",
+    "dropin = timer_dropin(config)",
+    "if dropin is not None:",
+    f"    Path('{ETC}/license-sync.json').write_text(sync_config_from(config, sys.argv[2]).model_dump_json())",
+    "    Path(DROPIN_PATH).parent.mkdir(parents=True, exist_ok=True)",
+    "    Path(DROPIN_PATH).write_text(dropin)",
+    "print('yes' if dropin is not None else 'no')",
+    "PY",
+    ")",
+    'if [ "$licenses_synced" = yes ]; then systemctl daemon-reload && systemctl enable --now slurm-license-sync.timer; fi',
+    "# cluster manager (assets/systemd/slurm-clustermgr.service): it retries until slurmctld answers",
+    "systemctl enable --now slurm-clustermgr.service",
     "systemctl enable --now slurmctld",
 ]
 
-_COMPUTE = [f"exec {BIN}/elastic-slurm-node-bootstrap"]
+_COMPUTE = [
+    "# slurmd runs configless: the controllers (written by the controller boot) are on a shared file system",
+    f"for mount_point in $(jq -r '.[].mount_point' {ETC}/mounts.json); do",
+    '  if [ -r "$mount_point/slurm/conf-server/$ES_CLUSTER" ]; then',
+    '    ELASTIC_SLURM_CONF_SERVER=$(cat "$mount_point/slurm/conf-server/$ES_CLUSTER")',
+    '    export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
+    "    break",
+    "  fi",
+    "done",
+    f"exec {BIN}/elastic-slurm-node-bootstrap",
+]
 
 
 def env_file(values: dict[str, str]) -> list[str]:

@@ -123,11 +123,11 @@ def run_status(args: argparse.Namespace) -> int:
     from localcloud.ops import OpsError
 
     federation = _federation(args)
-    if federation is not None:  # one section per cluster
-        clouds = federation.clouds().values()
-        return max(
-            (run_status(argparse.Namespace(**{**vars(args), "state_dir": c.layout.root})) for c in clouds), default=1
-        )
+    if federation is not None:  # one section per cluster; the others use the first cluster's shared daemons
+        clouds = list(federation.clouds().values())
+        codes = [run_status(argparse.Namespace(**{**vars(args), "state_dir": c.layout.root})) for c in clouds]
+        own = ("slurmctld", "instance-runner")
+        return 0 if codes[:1] == [0] and all(c.running_daemons()[d] for c in clouds[1:] for d in own) else 1
     cloud = _cloud(args)
     try:
         cloud.info()  # a one-line error when this state dir has no local cloud

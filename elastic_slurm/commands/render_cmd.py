@@ -3,6 +3,9 @@
 Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slurm.conf), `gres.conf` (GPU pools only),
 `manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
 file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
+With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that
+`Include`s the fragment, `cgroup.conf` (slurm_plugin/render_base.py) and `conf-server` (one line: the
+`slurmd --conf-server` argument compute nodes need in configless mode).
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cluster_config import load
+from cluster_config import ElasticSlurmConfig, load
 from elastic_slurm.errors import UserError
 from slurm_plugin.instance_cache import CacheError, load_cache
 from slurm_plugin.manifest import DeployedInfra, write_manifest
 from slurm_plugin.render import Rendered, RenderError, RenderOptions, render_cluster
+from slurm_plugin.render_base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
 from slurm_plugin.render_manifest import placeholder_infra
 
 SLURM_CONF_NAME = "slurm-elastic.conf"
 GRES_CONF_NAME = "gres.conf"
 MANIFEST_NAME = "manifest.json"
 PROLOG_ENV_NAME = "prolog-wait-for-boot.env"
+BASE_CONF_NAME = "slurm.conf"
+CGROUP_CONF_NAME = "cgroup.conf"
+CONF_SERVER_NAME = "conf-server"  # the `slurmd --conf-server` argument for compute nodes
 
 
 def register(sub: Any) -> None:
@@ -35,6 +42,17 @@ def register(sub: Any) -> None:
     render.add_argument("--cache", metavar="CACHE.json", help="instance cache from `instance-cache refresh`")
     render.add_argument(
         "--infra", metavar="INFRA.json", help="deployed ids (subnets, launch templates); default: placeholders"
+    )
+    render.add_argument(
+        "--controller-hosts",
+        metavar="H1[,H2]",
+        help="also write the base slurm.conf + cgroup.conf: controller host(s) as name or name(address), primary first",
+    )
+    render.add_argument("--slurmdbd-host", metavar="HOST", help="with --controller-hosts: AccountingStorageHost")
+    render.add_argument(
+        "--fragments-path",
+        metavar="PATH",
+        help="with --controller-hosts: where the fragment is installed (the Include); default: --out/slurm-elastic.conf",
     )
     render.set_defaults(func=run_render)
 
@@ -51,19 +69,30 @@ def run_render(args: argparse.Namespace) -> int:
     names = [args.cluster] if args.cluster else [c.name for c in config.clusters]
     if args.infra and len(names) > 1:
         raise UserError("--infra: the file has several clusters; choose one with --cluster")
+    if args.controller_hosts is None and (args.slurmdbd_host or args.fragments_path):
+        raise UserError("--slurmdbd-host/--fragments-path: only used with --controller-hosts")
+    if args.controller_hosts is not None and len(names) > 1:
+        raise UserError("--controller-hosts: the file has several clusters; choose one with --cluster")
     out = Path(args.out)
+    options = RenderOptions(slurmctld_parameters_in_base=args.controller_hosts is not None)
     for name in names:
         target = out / name if len(names) > 1 else out
         try:
             infra = _infra(args.infra) if args.infra else placeholder_infra(config.cluster(name))
-            rendered = render_cluster(config, name, infra, cache, RenderOptions())
+            rendered = render_cluster(config, name, infra, cache, options)
+            base = _base(args, config, name, target) if args.controller_hosts is not None else None
         except KeyError:
             known = ", ".join(c.name for c in config.clusters)
             raise UserError(f"--cluster: no cluster '{name}' in {args.file} (it has: {known})") from None
         except (RenderError, CacheError) as exc:
             raise UserError(str(exc)) from None
         write_rendered(rendered, target)
-        print(f"{target}: cluster {name}: {', '.join(_summary(rendered))}")
+        if base is not None:
+            _write(target / BASE_CONF_NAME, base[0])
+            _write(target / CGROUP_CONF_NAME, render_cgroup_conf())
+            _write(target / CONF_SERVER_NAME, base[1] + "\n")
+        extra = [f"{BASE_CONF_NAME} + {CGROUP_CONF_NAME}"] if base is not None else []
+        print(f"{target}: cluster {name}: {', '.join([*_summary(rendered), *extra])}")
     return 0
 
 
@@ -81,6 +110,24 @@ def write_rendered(rendered: Rendered, target: Path) -> None:
         gres.unlink()
     (target / PROLOG_ENV_NAME).write_text(rendered.prolog_env, encoding="utf-8")
     write_manifest(rendered.manifest, target / MANIFEST_NAME)
+
+
+def _base(args: argparse.Namespace, config: ElasticSlurmConfig, name: str, target: Path) -> tuple[str, str]:
+    """The base slurm.conf text and the conf-server argument."""
+    hosts = tuple(h.strip() for h in args.controller_hosts.split(",") if h.strip())
+    settings = BaseSettings(
+        controller_hosts=hosts,
+        fragments_path=args.fragments_path or str((target / SLURM_CONF_NAME).absolute()),
+        slurmdbd_host=args.slurmdbd_host or None,
+    )
+    return render_base_conf(config, name, settings), conf_server(settings)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--out: cannot write {path}: {exc.strerror}") from None
 
 
 def _infra(path: str) -> DeployedInfra:

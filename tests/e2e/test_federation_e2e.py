@@ -157,7 +157,7 @@ def test_job_whose_cluster_constraint_only_b_satisfies_runs_on_b_and_its_sibling
     fed.wait_gone(job)
     fed.wait_accounted(job, ("fed-b", "COMPLETED"))
     assert ("fed-a", "COMPLETED") not in fed.accounted(job)
-    assert job in fed.a.slurm("sacct", "--federation", "-X", "-n", "-P", "-o", "JobID,Cluster")
+    assert f"{job}|fed-b" in fed.a.slurm("sacct", "--federation", "-X", "-n", "-P", "-j", job, "-o", "JobID,Cluster")
     assert "FedJobLock" not in fed.reasons
 
 

@@ -319,6 +319,34 @@ INVALID_CASES = [
         {f"{C0}.partitions[1]": {**PARTITION, "name": "gpu"}},
         [(f"{C0}.partitions[1].default", "only one partition may be the default")],
     ),
+    Case(
+        "partition_without_pools_or_shared_nodes",
+        {f"{C0}.partitions[0].pools": []},
+        [(f"{C0}.partitions[0].pools", "a partition needs at least one pool, or share_nodes_of")],
+    ),
+    Case(
+        "share_nodes_of_unknown_partition",
+        {f"{C0}.partitions[0].share_nodes_of": ["gpu"]},
+        [(f"{C0}.partitions[0].share_nodes_of[0]", "unknown partition 'gpu' in cluster 'alpha'")],
+    ),
+    Case(
+        "share_nodes_of_itself",
+        {f"{C0}.partitions[0].share_nodes_of": ["cpu"]},
+        [(f"{C0}.partitions[0].share_nodes_of[0]", "partition 'cpu' cannot share its own nodes")],
+    ),
+    Case(
+        "share_nodes_of_listed_twice",
+        {f"{C0}.partitions[1]": {"name": "gpu", "share_nodes_of": ["cpu", "cpu"]}},
+        [(f"{C0}.partitions[1].share_nodes_of[1]", "partition 'cpu' is listed twice")],
+    ),
+    Case(
+        "share_nodes_of_a_partition_without_pools",
+        {
+            f"{C0}.partitions[1]": {"name": "gpu", "share_nodes_of": ["cpu"]},
+            f"{C0}.partitions[2]": {"name": "debug", "share_nodes_of": ["gpu"]},
+        },
+        [(f"{C0}.partitions[2].share_nodes_of[0]", "partition 'gpu' has no pools of its own to share")],
+    ),
     # --- storage
     Case(
         "two_file_systems_on_one_mount_point",

@@ -64,3 +64,26 @@ def test_bootstrap_gives_up_when_no_node_claims_its_ip_within_the_bound(tmp_path
     result = _run(env)
     assert result.returncode == 3
     assert "NodeAddr=127.16.9.9" in result.stderr and result.stdout == ""
+
+
+def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: Path) -> None:
+    env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5"}
+    del env["SLURM_CONF"]
+    (tmp_path / "scontrol").write_text(
+        f'#!/bin/sh\ncat "$SLURM_CONF" > {tmp_path / "seen.conf"}\ncat {tmp_path / "nodes.txt"}\n'
+    )
+    env |= {
+        "ELASTIC_SLURM_CONF_SERVER": "ctl-a:6817,ctl-b:6817",
+        "ELASTIC_SLURM_CLUSTER": "c1",
+        "ELASTIC_SLURM_RUN_DIR": str(tmp_path / "run"),
+    }
+    result = _run(env)
+    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 --conf-server ctl-a:6817,ctl-b:6817", result.stderr
+    seen = (tmp_path / "seen.conf").read_text().splitlines()
+    assert seen == [
+        "ClusterName=c1",
+        "SlurmctldHost=ctl-a",
+        "SlurmctldHost=ctl-b",
+        "SlurmctldPort=6817",
+        "AuthType=auth/munge",
+    ]
