@@ -101,7 +101,16 @@ _CONTROLLER = [
     "# the plugin programs and the cluster manager read the manifest at its default path; the prolog its env beside it",
     f"ln -sfn /etc/slurm/manifest.json {ETC}/manifest.json",
     f"install -m 0644 /etc/slurm/prolog-wait-for-boot.env {BIN}/prolog-wait-for-boot.env",
-    'if [ -n "${ES_DB_SECRET:-}" ] && [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable --now slurmdbd; fi',
+    "# slurmdbd (accounting host only): slurmdbd.conf from the database secret, mode 0600, then start it",
+    'if [ -n "${ES_DB_SECRET:-}" ] && [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then',
+    '  (umask 077; aws secretsmanager get-secret-value --secret-id "$ES_DB_SECRET" --query SecretString'
+    " --output text > /run/elastic-slurm-db-secret.json)",
+    f'  {BIN}/elastic-slurm render-slurmdbd --secret-json /run/elastic-slurm-db-secret.json --dbd-host "$(hostname -s)"'
+    " --out /etc/slurm/slurmdbd.conf",
+    "  rm -f /run/elastic-slurm-db-secret.json",
+    "  chown slurm:slurm /etc/slurm/slurmdbd.conf",
+    "  systemctl enable --now slurmdbd",
+    "fi",
     "# license sync timer: only when the config has licenses with a server (the drop-in holds their schedules)",
     f"licenses_synced=$({VENV_PYTHON} - {ETC}/cluster.yaml \"$ES_CLUSTER\" <<'PY'",
     "import sys",
@@ -121,6 +130,8 @@ _CONTROLLER = [
     'if [ "$licenses_synced" = yes ]; then systemctl daemon-reload && systemctl enable --now slurm-license-sync.timer; fi',
     "# cluster manager (assets/systemd/slurm-clustermgr.service): it retries until slurmctld answers",
     "systemctl enable --now slurm-clustermgr.service",
+    "# long health check schedule (assets/systemd/slurm-longcheck.timer): the primary controller submits it",
+    'if [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable slurm-longcheck.timer; fi',
     "systemctl enable --now slurmctld",
 ]
 

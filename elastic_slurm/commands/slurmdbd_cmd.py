@@ -1,0 +1,45 @@
+"""`elastic-slurm render-slurmdbd`: write slurmdbd.conf (mode 0600) from the accounting database's secret JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from elastic_slurm.errors import UserError
+from slurm_plugin.render_dbd import DbdConfigError, render_slurmdbd_conf
+
+
+def register(sub: Any) -> None:
+    """Add the `render-slurmdbd` subcommand."""
+    cmd = sub.add_parser("render-slurmdbd", help="write slurmdbd.conf from the accounting secret (JSON)")
+    cmd.add_argument("--secret-json", required=True, metavar="FILE", help="the secret's SecretString (RDS JSON)")
+    cmd.add_argument("--dbd-host", required=True, help="host name slurmdbd runs on (DbdHost)")
+    cmd.add_argument("--out", required=True, metavar="FILE", help="where to write slurmdbd.conf")
+    cmd.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render and write the file atomically with mode 0600."""
+    try:
+        secret = json.loads(Path(args.secret_json).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"--secret-json: cannot read {args.secret_json}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--secret-json: not JSON: {exc.msg}") from None
+    if not isinstance(secret, dict):
+        raise UserError("--secret-json: expected a JSON object")
+    try:
+        text = render_slurmdbd_conf(secret, args.dbd_host)
+    except DbdConfigError as exc:
+        raise UserError(str(exc)) from None
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0

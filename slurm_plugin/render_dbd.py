@@ -1,0 +1,67 @@
+"""slurmdbd.conf for production, from the accounting database's Secrets Manager secret (pure; no AWS call here).
+
+The controller boot script fetches the secret (RDS-generated JSON: host, port, username, password) and calls
+`elastic-slurm render-slurmdbd`, which writes this file with mode 0600 (slurmdbd refuses a readable one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_STORAGE_LOC = "slurm_acct_db"
+# slurm.conf-style parsing: '#' starts a comment, whitespace ends a value, quotes are taken literally.
+_UNSAFE = set("#\"' \t\n\\")
+
+
+class DbdConfigError(ValueError):
+    """The secret cannot be turned into a slurmdbd.conf (one-line message naming the key)."""
+
+
+@dataclass(frozen=True)
+class DbdPaths:
+    """Where slurmdbd logs and keeps its PID (production defaults)."""
+
+    log_file: str = "/var/log/slurm/slurmdbd.log"
+    pid_file: str = "/run/slurmdbd.pid"
+    port: int = 6819
+
+
+def _field(secret: dict[str, Any], key: str) -> str:
+    value = secret.get(key)
+    if value is None or str(value) == "":
+        raise DbdConfigError(f"secret: key '{key}' is missing")
+    text = str(value)
+    if _UNSAFE & set(text):
+        raise DbdConfigError(f"secret: '{key}' has a character slurmdbd.conf cannot hold (#, quote, backslash, space)")
+    return text
+
+
+def render_slurmdbd_conf(
+    secret: dict[str, Any], dbd_host: str, storage_loc: str = DEFAULT_STORAGE_LOC, paths: DbdPaths | None = None
+) -> str:
+    """The slurmdbd.conf text for a database described by an RDS secret, served by slurmdbd on `dbd_host`."""
+    paths = paths or DbdPaths()
+    host, port = _field(secret, "host"), _field(secret, "port")
+    if not port.isdigit():
+        raise DbdConfigError(f"secret: 'port' must be a number, got {port!r}")
+    if not dbd_host or _UNSAFE & set(dbd_host):
+        raise DbdConfigError(f"--dbd-host: not a host name: {dbd_host!r}")
+    return "\n".join(
+        [
+            "# slurmdbd.conf — written at boot by `elastic-slurm render-slurmdbd` from the accounting secret; mode 0600",
+            "AuthType=auth/munge",
+            f"DbdHost={dbd_host}",
+            f"DbdPort={paths.port}",
+            "SlurmUser=slurm",
+            f"LogFile={paths.log_file}",
+            f"PidFile={paths.pid_file}",
+            "StorageType=accounting_storage/mysql",
+            f"StorageHost={host}",
+            f"StoragePort={port}",
+            f"StorageUser={_field(secret, 'username')}",
+            f"StoragePass={_field(secret, 'password')}",
+            f"StorageLoc={storage_loc}",
+            "",
+        ]
+    )
