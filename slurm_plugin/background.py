@@ -100,3 +100,34 @@ def spawn_worker(module: str, manifest: dict[str, Any], request: dict[str, Any],
             close_fds=True,
         )
     return process.pid
+
+
+def hand_off(name: str, module: str, hostlist: str, resume_file: str | None, extra: dict[str, Any]) -> int:
+    """The whole foreground of a power-save program: validate, hand the nodes to a detached worker, return.
+
+    Bad manifest: exit 1 (message on stderr). Bad hostlist or a node the manifest does not know: one line in the log
+    and on stderr, exit 2, nothing touched. Otherwise the worker (`python -m module --worker DIR`) gets the request.
+    """
+    from slurm_plugin.hostlists import compress, expand
+
+    path = manifest_path()
+    try:
+        manifest = peek_manifest(path)
+    except InputError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 1
+    log_file = str(manifest["log_file"])
+    try:
+        nodes = expand(hostlist)
+    except ValueError as exc:
+        note(log_file, name, "ERROR", f"{exc} (nothing done)")
+        return 2
+    bad = unknown_nodes(manifest, nodes)
+    if bad:
+        note(log_file, name, "ERROR", f"unknown nodes {compress(bad)}: not in manifest {path} (nothing done)")
+        return 2
+    request = {"request_id": new_request_id(), "hostlist": hostlist, "manifest": os.path.abspath(path), **extra}
+    pid = spawn_worker(module, manifest, request, resume_file)
+    message = f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}"
+    note(log_file, name, "INFO", message, False)
+    return 0

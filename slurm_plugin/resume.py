@@ -16,15 +16,9 @@ from typing import TYPE_CHECKING, Any
 from slurm_plugin.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
-    InputError,
-    manifest_path,
-    new_request_id,
-    note,
-    peek_manifest,
-    spawn_worker,
-    unknown_nodes,
+    hand_off,
 )
-from slurm_plugin.hostlists import compress, expand
+from slurm_plugin.hostlists import expand
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -62,32 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def foreground(hostlist: str) -> int:
     """Validate, copy the resume file, start the worker; exit code."""
-    path = manifest_path()
-    try:
-        manifest = peek_manifest(path)
-    except InputError as exc:
-        print(f"{NAME}: error: {exc}", file=sys.stderr)
-        return 1
-    log_file = str(manifest["log_file"])
-    try:
-        nodes = expand(hostlist)
-    except ValueError as exc:
-        note(log_file, NAME, "ERROR", f"{exc} (nothing done)")
-        return 2
-    bad = unknown_nodes(manifest, nodes)
-    if bad:
-        note(log_file, NAME, "ERROR", f"unknown nodes {compress(bad)}: not in manifest {path} (nothing done)")
-        return 2
-    request = {"request_id": new_request_id(), "hostlist": hostlist, "manifest": os.path.abspath(path)}
-    pid = spawn_worker("slurm_plugin.resume", manifest, request, os.environ.get("SLURM_RESUME_FILE"))
-    note(
-        log_file,
-        NAME,
-        "INFO",
-        f"request {request['request_id']}: resume of {len(nodes)} nodes handed to worker pid {pid}",
-        False,
-    )
-    return 0
+    return hand_off(NAME, "slurm_plugin.resume", hostlist, os.environ.get("SLURM_RESUME_FILE"), {})
 
 
 def worker(directory: Path) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from typing import TYPE_CHECKING
@@ -17,15 +16,9 @@ from typing import TYPE_CHECKING
 from slurm_plugin.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
-    InputError,
-    manifest_path,
-    new_request_id,
-    note,
-    peek_manifest,
-    spawn_worker,
-    unknown_nodes,
+    hand_off,
 )
-from slurm_plugin.hostlists import compress, expand
+from slurm_plugin.hostlists import expand
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,37 +38,7 @@ def _parser(name: str, what: str) -> argparse.ArgumentParser:
 
 def foreground(name: str, hostlist: str) -> int:
     """Validate and hand the nodes to a worker; exit code."""
-    path = manifest_path()
-    try:
-        manifest = peek_manifest(path)
-    except InputError as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
-        return 1
-    log_file = str(manifest["log_file"])
-    try:
-        nodes = expand(hostlist)
-    except ValueError as exc:
-        note(log_file, name, "ERROR", f"{exc} (nothing done)")
-        return 2
-    bad = unknown_nodes(manifest, nodes)
-    if bad:
-        note(log_file, name, "ERROR", f"unknown nodes {compress(bad)}: not in manifest {path} (nothing done)")
-        return 2
-    request = {
-        "request_id": new_request_id(),
-        "hostlist": hostlist,
-        "manifest": os.path.abspath(path),
-        "kind": name,
-    }
-    pid = spawn_worker("slurm_plugin.suspend", manifest, request, None)
-    note(
-        log_file,
-        name,
-        "INFO",
-        f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}",
-        False,
-    )
-    return 0
+    return hand_off(name, "slurm_plugin.suspend", hostlist, None, {"kind": name})
 
 
 def worker(directory: Path) -> int:
