@@ -21,8 +21,10 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud app.py
 
+# Tests run in 3 workers, one test file per worker at a time (--dist loadfile): the e2e files mostly wait on Slurm's
+# timers, and each starts its own local cloud (own state dir, random ports), so they overlap safely.
 test: setup lint typecheck
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra -n 3 --dist loadfile --durations=15 tests
 
 unit: setup
 	$(PY) -m pytest -q tests/unit
