@@ -204,6 +204,12 @@ def _check_storage(cluster: Cluster, path: str) -> Iterator[ConfigError]:
         ("fsx_ontap", storage.fsx_ontap),
         ("fsx_openzfs", storage.fsx_openzfs),
     ]
+    if all(fs is None for _key, fs in file_systems):
+        yield ConfigError(
+            f"{path}.storage",
+            "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it holds Slurm's state and tells "
+            "compute nodes where the controllers are",
+        )
     mounts = [(f"{path}.storage.{key}.mount_point", fs.mount_point) for key, fs in file_systems if fs is not None]
     mounts += [
         (f"{path}.storage.extra_mounts[{i}].mount_point", m.mount_point) for i, m in enumerate(storage.extra_mounts)

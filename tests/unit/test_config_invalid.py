@@ -349,6 +349,11 @@ INVALID_CASES = [
     ),
     # --- storage
     Case(
+        "no_shared_file_system",
+        {f"{C0}.storage": {"extra_mounts": [{"source": "nfs.example.com:/tools", "mount_point": "/tools"}]}},
+        [(f"{C0}.storage", "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs)")],
+    ),
+    Case(
         "two_file_systems_on_one_mount_point",
         {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_lustre": {"mount_point": "/data/"}}},
         [(f"{C0}.storage.fsx_lustre.mount_point", "mount point '/data/' is already used by another file system")],

@@ -204,6 +204,7 @@ def test_sync_config_covers_only_licenses_with_a_server() -> None:
                 {
                     "name": name,
                     "region": "us-east-1",
+                    "storage": {"efs": {}},
                     "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
                     "partitions": [
                         {"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}
@@ -258,6 +259,7 @@ def test_timer_dropin_has_one_oncalendar_per_distinct_schedule() -> None:
                 {
                     "name": "east",
                     "region": "us-east-1",
+                    "storage": {"efs": {}},
                     "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
                     "partitions": [
                         {"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}

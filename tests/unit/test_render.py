@@ -21,6 +21,7 @@ def small_config(**cluster_overrides: Any) -> ElasticSlurmConfig:
     cluster: dict[str, Any] = {
         "name": "small",
         "region": "us-east-1",
+        "storage": {"efs": {}},
         "network": {"mode": "create", "availability_zones": ["us-east-1a", "us-east-1b"]},
         "partitions": [
             {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster_config import ElasticSlurmConfig
+from cluster_config import ConfigInvalid, ElasticSlurmConfig
 from elastic_slurm.cli import main
 from slurm_plugin.instance_cache import write_cache
 from slurm_plugin.render import RenderOptions, render_cluster
@@ -99,11 +99,10 @@ def test_controller_host_count_must_match_the_config() -> None:
         render_base_conf(config_with(), "small", BaseSettings(controller_hosts=("bad host",)))
 
 
-def test_two_controllers_without_shared_storage_are_refused_and_one_keeps_state_locally() -> None:
-    two = BaseSettings(controller_hosts=("a", "b"))
-    with pytest.raises(RenderError, match=r"^storage: cluster small has 2 controllers but no shared file system"):
-        render_base_conf(config_with(controllers=2, efs=False), "small", two)
-    assert "StateSaveLocation=/var/spool/slurmctld" in render_base_conf(config_with(efs=False), "small", ONE)
+def test_a_cluster_without_shared_storage_is_refused_before_render() -> None:
+    # Slurm's state (StateSaveLocation) and the configless conf-server file live on the shared file system.
+    with pytest.raises(ConfigInvalid, match="needs a shared file system"):
+        small_config(storage={}, controller={"count": 2})
 
 
 def test_accounting_goes_through_slurmdbd_when_the_config_has_a_database() -> None:

@@ -23,6 +23,7 @@ def render_with(interactive: dict[str, Any]) -> Rendered:
     cluster = {
         "name": "share",
         "region": "us-east-1",
+        "storage": {"efs": {}},
         "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
         "partitions": [BATCH, {"name": "interactive", "interactive": True, "priority_tier": 10, **interactive}],
         "preemption": {"type": "partition_priority", "mode": "requeue"},
