@@ -128,6 +128,7 @@ def _cluster(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "region": "us-east-1",
+        "storage": {"efs": {}},
         "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
         "partitions": [{"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}],
     }
