@@ -27,6 +27,16 @@ class RegionTarget:
     compute_role_arn: str
 
 
+def terminate_only_cluster_instances(stack: cdk.Stack, regions: list[str], cluster: str) -> iam.PolicyStatement:
+    """ec2:TerminateInstances on instances tagged for this cluster, in every region it uses (controller and deconfigure)."""
+    return iam.PolicyStatement(
+        sid="TerminateOnlyClusterInstances",
+        actions=["ec2:TerminateInstances"],
+        resources=[_arn(stack, "instance/*", region=r) for r in regions],
+        conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
+    )
+
+
 def _arn(stack: cdk.Stack, resource: str, service: str = "ec2", region: str | None = None) -> str:
     return f"arn:{stack.partition}:{service}:{region or stack.region}:{stack.account}:{resource}"
 
@@ -71,12 +81,7 @@ def fleet_statements(stack: cdk.Stack, cluster: str, targets: list[RegionTarget]
             resources=launched,
             conditions={"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
         ),
-        iam.PolicyStatement(
-            sid="TerminateOnlyClusterInstances",
-            actions=["ec2:TerminateInstances"],
-            resources=[_arn(stack, "instance/*", region=r) for r in regions],
-            conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
-        ),
+        terminate_only_cluster_instances(stack, regions, cluster),
         iam.PolicyStatement(
             sid="PassOnlyComputeRolesToEc2",
             actions=["iam:PassRole"],
@@ -116,12 +121,7 @@ def deconfigure_statements(stack: cdk.Stack, cluster: str, regions: list[str]) -
             actions=["ec2:DescribeInstances", "ssm:GetCommandInvocation", "ssm:ListCommandInvocations"],
             resources=["*"],
         ),
-        iam.PolicyStatement(
-            sid="TerminateOnlyClusterInstances",
-            actions=["ec2:TerminateInstances"],
-            resources=[_arn(stack, "instance/*", region=r) for r in regions],
-            conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
-        ),
+        terminate_only_cluster_instances(stack, regions, cluster),
         iam.PolicyStatement(
             sid="RunShellOnlyOnSubmitHosts",
             actions=["ssm:SendCommand"],
