@@ -195,7 +195,11 @@ class Images(StrictModel):
     base_os: Literal["rocky9", "rhel9", "al2023", "ubuntu2204"] = Field(
         default="rocky9", description="Base OS of every AMI."
     )
-    slurm_version: str = Field(default="24.05.4", pattern=r"^\d+\.\d+\.\d+$", description="Slurm built from source.")
+    slurm_version: str = Field(
+        default="26.05.5",
+        pattern=r"^\d+\.\d+\.\d+$",
+        description="Slurm release built into the images; the local cloud runs the same major release (26.05 or 24.11).",
+    )
     rebuild_schedule: str | None = Field(
         default="cron(0 4 ? * SUN *)", description="Image Builder schedule expression; null: build only on deploy."
     )

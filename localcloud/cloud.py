@@ -20,6 +20,7 @@ import secrets
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import conf, daemons, procs
+from localcloud import conf, daemons, enter, machines, procs, slurm_root
 from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
@@ -38,12 +39,14 @@ from slurm_plugin.instance_cache import CacheError, write_cache
 from slurm_plugin.instance_cache_aws import build_cache, types_by_region
 from slurm_plugin.manifest import write_manifest
 from slurm_plugin.render import RenderError, RenderOptions, render_cluster
+from slurm_plugin.render_base import shared_mount as shared_mount_of
 
 LOG = logging.getLogger(__name__)
 DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 SLURMD_TIMEOUT = 20
 PLUGIN_PROGRAMS = {"slurm-resume": "resume", "slurm-suspend": "suspend", "slurm-resume-fail": "resume_fail"}
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
+DIRS_SCRIPT = f"{slurm_root.BIN_IN_ROOT}/elastic-slurm-dirs"
 
 # name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
 DAEMONS: list[tuple[str, str]] = [
@@ -82,6 +85,9 @@ class CloudInfo:
     resume_timeout: int
     suspend_time: int
     accounting: bool
+    slurm_root: str = ""
+    slurm_version: str = ""
+    shared_mount: str = "/shared"
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -89,8 +95,10 @@ class CloudInfo:
 
 def _port_block(size: int) -> int:
     """A base port such that base..base+size-1 are all free on 127.0.0.1."""
+    # below the kernel's ephemeral range (32768+ by default): an outgoing connection never takes a slurmd's port
+    low, _high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     for _ in range(50):
-        base = 20000 + secrets.randbelow(30000)
+        base = 10000 + secrets.randbelow(max(1, low - 10000 - size))
         try:
             for port in range(base, base + size):
                 with socket.socket() as sock:
@@ -105,12 +113,14 @@ def _node_count(cluster: Cluster) -> int:
     return sum(pool.max_nodes for part in cluster.partitions for pool in part.pools)
 
 
-def _wrapper(program: str, module: str, env: dict[str, str]) -> str:
-    """A ResumeProgram-style wrapper: export the environment, exec the venv console script."""
-    script = Path(sys.executable).parent / program
-    target = shlex.quote(str(script)) if script.exists() else f"{shlex.quote(sys.executable)} -m slurm_plugin.{module}"
+def _wrapper(program: str, env: dict[str, str]) -> str:
+    """A ResumeProgram-style wrapper: export what an instance profile and the default manifest path give on EC2
+    (the emulated AWS endpoint and credentials, the manifest's path), then exec the image's program."""
     exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
-    return f'#!/bin/sh\n# {program} for the local cloud (written by `elastic-slurm local up`).\n{exports}\nexec {target} "$@"\n'
+    return (
+        f"#!/bin/sh\n# {program} for the local cloud (written by `elastic-slurm local up`).\n{exports}\n"
+        f'exec {slurm_root.BIN_IN_ROOT}/{program} "$@"\n'
+    )
 
 
 class LocalCloud(CloudOps):
@@ -145,6 +155,35 @@ class LocalCloud(CloudOps):
         """Environment for Slurm client commands (sbatch, squeue, sacct, ...) against this cloud."""
         return daemons.slurm_env(self.layout)
 
+    def root(self) -> Path:
+        """The Slurm root file system this cloud runs from."""
+        return Path(self.info().slurm_root)
+
+    def controller(self) -> enter.View:
+        """The controller machine's view of the root."""
+        info = self.info()
+        return machines.controller_view(self.layout, Path(info.slurm_root), info.shared_mount)
+
+    def on_controller(
+        self, argv: list[str], user: str = "root", env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command on the controller machine as `user` (e.g. the cluster manager as `slurm`, as its unit does)."""
+        view = self.controller()
+        account = enter.user(view.root, user)
+        full_env = enter.user_env(account, {daemons.CLOUD_MARKER: str(self.layout.root), **(env or {})})
+        return subprocess.run(
+            enter.argv(view, argv, None if user == "root" else account, cwd=str(self.layout.root)),
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def instance_view(self, instance_id: str) -> enter.View:
+        """An instance's view of the root (what its processes see)."""
+        info = self.info()
+        return machines.instance_view(self.layout, Path(info.slurm_root), instance_id, info.shared_mount)
+
     def aws(self) -> EmulatedAws:
         """A handle on the running emulated AWS (faults, call counts, clients); never used to stop it."""
         info = self.info()
@@ -173,8 +212,14 @@ class LocalCloud(CloudOps):
             raise LocalCloudError(
                 f"a local cloud is already running in {self.layout.root} (`elastic-slurm local down`)"
             )
+        major = ".".join(cluster.images.slurm_version.split(".")[:2])
+        try:
+            root = slurm_root.build(major, log=None)
+        except slurm_root.RootError as exc:
+            raise LocalCloudError(str(exc)) from None
         self._fresh_state_dir()
         self.layout.create()
+        self._root = root
         self.set_boot(boot_delay=boot_delay, boot_failure_rate=boot_failure_rate, fail_boots=0)
         try:
             return self._up(config, cluster, Path(config_path).resolve(), shared_with)
@@ -230,8 +275,9 @@ class LocalCloud(CloudOps):
             layout.pid_file("emulated-aws").write_text(f"{aws.pid}\n")
         else:
             aws = shared.aws()
-            # our slurm.conf names our own run/munge.socket: make it the shared munged's socket
-            layout.munge_socket.symlink_to(shared.layout.munge_socket)
+            # every machine of ours mounts this at /run/munge: make it the shared munged's socket directory
+            layout.munge_dir.rmdir()
+            layout.munge_dir.symlink_to(shared.layout.munge_dir)
         regions = [plan.region for plan in plan_networks(cluster)]
 
         def ec2(region: str) -> Any:
@@ -259,7 +305,9 @@ class LocalCloud(CloudOps):
                 rendered.prolog_env + f"PROLOG_LOG={layout.log_file('prolog')}\n"
             )
         write_manifest(rendered.manifest, layout.manifest)
-        self._write_wrappers()
+        self._write_wrappers(aws.url)
+        (layout.etc / "cgroup.conf").write_text(conf.cgroup_conf())
+        shared_mount = shared_mount_of(cluster)
         accounting = True
         db_password = secrets.token_hex(12)
         hostname = socket.gethostname().split(".")[0]
@@ -276,21 +324,47 @@ class LocalCloud(CloudOps):
             resume_timeout=cluster.slurm.resume_timeout,
             suspend_time=cluster.slurm.suspend_time,
             accounting=accounting,
+            slurm_root=str(self._root),
+            slurm_version=slurm_root.slurm_version(self._root),
+            shared_mount=shared_mount,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
-        LOG.info("starting munged, MariaDB, slurmdbd, slurmctld")
+        view = machines.controller_view(layout, self._root, shared_mount)
+        machines.write_client_wrappers(layout, view)
+        self._make_dirs(view)
+        LOG.info("starting munged, MariaDB, slurmdbd, slurmctld (Slurm %s, as in %s)", info.slurm_version, self._root)
         try:
             if shared is None:
-                daemons.start_munged(layout)
+                daemons.start_munged(layout, view)
                 daemons.start_mariadb(layout, db_password)
-                daemons.start_slurmdbd(layout, cluster.name)
-            daemons.start_slurmctld(layout)
+                daemons.start_slurmdbd(layout, view, cluster.name)
+            daemons.start_slurmctld(layout, view)
         except daemons.DaemonError as exc:
             raise LocalCloudError(str(exc)) from None
         runner = [sys.executable, "-m", "localcloud.instance_runner", "--state-dir", str(layout.root)]
         procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
         LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
         return info
+
+    def _make_dirs(self, view: enter.View) -> None:
+        """The directories slurmctld, the plugin and the manager write, created with their owners by the same
+        script the image and the controller's boot run (assets/bootstrap/elastic-slurm-dirs)."""
+        layout = self.layout
+        env = {
+            "ES_STATE_DIR": str(layout.plugin_state),
+            "ES_LOG_DIR": str(layout.log),
+            "ES_SLURM_LOG_DIR": str(layout.log),
+            "ES_SLURMCTLD_DIRS": f"{layout.state / 'slurmctld'} {layout.slurm_run}",
+        }
+        result = subprocess.run(
+            enter.argv(view, [DIRS_SCRIPT]),
+            env=enter.user_env(enter.user(view.root, "root"), env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if result.returncode != 0:
+            raise LocalCloudError(f"elastic-slurm-dirs failed: {result.stderr.strip()}")
 
     def _render_options(self, ports: conf.Ports) -> RenderOptions:
         bin_dir = self.layout.bin
@@ -306,19 +380,20 @@ class LocalCloud(CloudOps):
             slurm_bin_dir=str(daemons.SLURM_BIN),
             slurm_conf=str(self.layout.slurm_conf),
             slurmd_port_base=ports.slurmd_base,
+            slurmctld_parameters_in_base=True,
         )
 
-    def _write_wrappers(self) -> None:
+    def _write_wrappers(self, aws_url: str) -> None:
         env = {
             "ELASTIC_SLURM_MANIFEST": str(self.layout.manifest),
-            "SLURM_CONF": str(self.layout.slurm_conf),
-            "PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin",
-            "PYTHONPATH": str(REPO_ROOT),
+            "PATH": f"{slurm_root.BIN_IN_ROOT}:{enter.ROOT_PATH}",
+            "AWS_ENDPOINT_URL": aws_url,
+            daemons.CLOUD_MARKER: str(self.layout.root),
             **DUMMY_AWS_ENV,
         }
-        for program, module in PLUGIN_PROGRAMS.items():
+        for program in PLUGIN_PROGRAMS:
             path = self.layout.bin / program
-            path.write_text(_wrapper(program, module, env))
+            path.write_text(_wrapper(program, env))
             path.chmod(0o755)
 
     # ------------------------------------------------------------------ down

@@ -1,7 +1,9 @@
 """Text of the local cloud's own config files (pure): base slurm.conf, slurmdbd.conf, my.cnf.
 
-The base slurm.conf is the local overlay: paths under the state dir, loopback ports, our own munge socket, no cgroup
-plugins, accounting through slurmdbd. It ends with `Include` of the fragments produced by the production `render`
+The base slurm.conf is the local overlay: paths under the state dir, loopback ports, no cgroup plugins (this machine
+mounts only cgroup v1 controllers), accounting through slurmdbd; SlurmUser is `slurm` as on EC2 and munge is reached at
+its default socket (/run/munge, bound per machine). Compute nodes run configless: slurmctld ships this file, the
+fragments it includes and cgroup.conf. It ends with `Include` of the fragments produced by the production `render`
 code (nodes, partitions, power-save programs and timers), so the cluster shape is exactly what EC2 would get.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from localcloud.layout import Layout
+from slurm_plugin.render import FRAGMENT_SLURMCTLD_PARAMETERS
 
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
@@ -30,27 +33,29 @@ class Ports:
 def slurm_conf(cluster: str, hostname: str, layout: Layout, ports: Ports, accounting: bool, slurmd_timeout: int) -> str:
     """The base slurm.conf; the rendered fragments are included at the end."""
     # cred_expire is also how long a requeued job waits before it may start again (default 120 s).
-    auth = f"socket={layout.munge_socket},cred_expire={CRED_EXPIRE}"
+    auth = f"cred_expire={CRED_EXPIRE}"
     lines = [
         "# Written by `elastic-slurm local up` — the local-cloud overlay. Cluster shape: see the Include at the end.",
         f"ClusterName={cluster}",
         f"SlurmctldHost={hostname}(127.0.0.1)",
         f"SlurmctldPort={ports.slurmctld}",
         f"SlurmdPort={ports.slurmd_base}",
-        "SlurmUser=root",
+        "SlurmUser=slurm",
         "SlurmdUser=root",
+        "# compute nodes fetch this file (and what it includes, and cgroup.conf) from slurmctld",
+        "SlurmctldParameters=" + ",".join(("enable_configless", *FRAGMENT_SLURMCTLD_PARAMETERS)),
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"AuthInfo={auth}",
         f"StateSaveLocation={layout.state / 'slurmctld'}",
         f"SlurmdSpoolDir={layout.spool}/%n",
-        f"SlurmctldPidFile={layout.pid_file('slurmctld')}",
+        f"SlurmctldPidFile={layout.slurm_run / 'slurmctld.pid'}",
         f"SlurmdPidFile={layout.run}/slurmd-%n.pid",
         f"SlurmctldLogFile={layout.log_file('slurmctld')}",
         f"SlurmdLogFile={layout.log}/slurmd-%n.log",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
-        "# No cgroup plugins: they need a delegated cgroup tree per node (what broke the docker-compose attempt).",
+        "# No cgroup plugins: this machine mounts only cgroup v1 controllers (cgroup.conf: CgroupPlugin=disabled).",
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
@@ -72,29 +77,33 @@ def slurm_conf(cluster: str, hostname: str, layout: Layout, ports: Ports, accoun
             "AccountingStorageType=accounting_storage/slurmdbd",
             "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={ports.slurmdbd}",
-            "# for accounting_storage/slurmdbd this is the munge socket to authenticate with",
-            f"AccountingStoragePass={layout.munge_socket}",
             "JobCompType=jobcomp/none",
         ]
     else:
         lines += ["AccountingStorageType=accounting_storage/none"]
-    lines += [f"Include {layout.fragments_conf}", ""]
+    # relative: configless ships included files only when they sit beside slurm.conf and are named relatively
+    lines += [f"Include {layout.fragments_conf.name}", ""]
     return "\n".join(lines)
+
+
+def cgroup_conf() -> str:
+    """cgroup.conf of the local cloud: slurmd 24.11+ initializes a cgroup plugin even without cgroup plugins in
+    slurm.conf, and fails on this machine's cgroup v1 tmpfs unless told not to (production: cgroup/v2)."""
+    return "# Written by `elastic-slurm local up`: no cgroup plugin on this machine (see docs/local-cloud.md).\nCgroupPlugin=disabled\n"
 
 
 def slurmdbd_conf(layout: Layout, ports: Ports, db_password: str) -> str:
     """slurmdbd.conf (must be mode 0600: slurmdbd refuses a readable one)."""
     return "\n".join(
         [
-            f"AuthInfo=socket={layout.munge_socket}",
             "AuthType=auth/munge",
             "DbdHost=localhost",
             "DbdAddr=127.0.0.1",
             f"DbdPort={ports.slurmdbd}",
-            "SlurmUser=root",
+            "SlurmUser=slurm",
             "DebugLevel=info",
             f"LogFile={layout.log_file('slurmdbd')}",
-            f"PidFile={layout.pid_file('slurmdbd')}",
+            f"PidFile={layout.slurm_run / 'slurmdbd.pid'}",
             "StorageType=accounting_storage/mysql",
             "StorageHost=127.0.0.1",
             f"StoragePort={ports.mysql}",

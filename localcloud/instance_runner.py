@@ -28,13 +28,15 @@ from typing import Any
 
 import boto3
 
-from localcloud import procs
-from localcloud.layout import BOOTSTRAP_DIR, Layout
+from localcloud import enter, machines, procs
+from localcloud.daemons import CLOUD_MARKER
+from localcloud.layout import Layout
 from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
+from localcloud.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
 from slurm_plugin.manifest import TAG_CLUSTER
 
 LOG = logging.getLogger("instance-runner")
-BOOTSTRAP = BOOTSTRAP_DIR / "elastic-slurm-node-bootstrap"
+BOOTSTRAP = f"{BIN_IN_ROOT}/elastic-slurm-node-bootstrap"  # inside the Slurm root, as in the image
 POLL_SECONDS = 1.0
 
 
@@ -97,6 +99,9 @@ class Runner:
         cloud = json.loads(layout.cloud_json.read_text())
         self.cluster: str = cloud["cluster"]
         self.node_wait = int(cloud.get("resume_timeout", 300))
+        self.root = Path(cloud["slurm_root"])
+        self.shared_mount = str(cloud.get("shared_mount") or "/shared")
+        self.conf_server = f"127.0.0.1:{cloud['ports']['slurmctld']}"
         self.clients = {region: ec2_client(cloud["aws_endpoint_url"], region) for region in cloud["regions"]}
         self.tracked: dict[str, Tracked] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -137,17 +142,27 @@ class Runner:
         self._write_status(observed)
 
     def _boot(self, item: Tracked) -> None:
+        """Run the image's node bootstrap on the instance's view of the root, configless, as root (as cloud-init)."""
         inst = item.observed
-        env = {
-            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-            "SLURM_CONF": str(self.layout.slurm_conf),
-            "ELASTIC_SLURM_PRIVATE_IP": inst.private_ip,
-            "ELASTIC_SLURM_INSTANCE_ID": inst.instance_id,
-            "ELASTIC_SLURM_NODE_WAIT": str(self.node_wait),
-            "ELASTIC_SLURM_SLURMD_PREFIX": str(BOOTSTRAP_DIR / "fresh-boot-exec"),
-        }
+        env = enter.user_env(
+            enter.user(self.root, "root"),
+            {
+                "ELASTIC_SLURM_PRIVATE_IP": inst.private_ip,
+                "ELASTIC_SLURM_INSTANCE_ID": inst.instance_id,
+                "ELASTIC_SLURM_NODE_WAIT": str(self.node_wait),
+                "ELASTIC_SLURM_SLURMD_PREFIX": f"{BIN_IN_ROOT}/fresh-boot-exec",
+                "ELASTIC_SLURM_CONF_SERVER": self.conf_server,
+                "ELASTIC_SLURM_CLUSTER": self.cluster,
+                "ELASTIC_SLURM_HOSTNAME": machines.ec2_hostname(inst.private_ip),
+                # connections leave from the instance's own address, as on EC2 (localcloud/native/bind_source.c)
+                "LD_PRELOAD": BIND_SOURCE_SO,
+                "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
+                CLOUD_MARKER: str(self.layout.root),
+            },
+        )
+        view = machines.instance_view(self.layout, self.root, inst.instance_id, self.shared_mount, inst.private_ip)
         log = self.layout.log / "instances" / f"{inst.instance_id}.log"
-        proc = procs.spawn([str(BOOTSTRAP)], log, env=env, cwd=self.layout.root)
+        proc = procs.spawn(enter.argv(view, [BOOTSTRAP]), log, env=env, cwd=self.layout.root)
         self.procs[inst.instance_id] = proc
         item.booted = True
         self._record(inst.instance_id)
@@ -178,7 +193,7 @@ class Runner:
         proc = self.procs.pop(instance_id, None)
         ns = self.namespaces.pop(instance_id, "")
         if proc is not None:
-            stop_instance_processes(proc.pid, ns, instance_markers(instance_id, self.layout.slurm_conf))
+            stop_instance_processes(proc.pid, ns, instance_markers(instance_id, self.layout.root))
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -211,14 +226,14 @@ class Runner:
         tmp.replace(self.layout.state / "instances.json")
 
 
-def instance_markers(instance_id: str, slurm_conf: Path) -> list[bytes]:
-    """What identifies a process as part of this cloud's instance: its instance id, or this cloud's slurm.conf.
+def instance_markers(instance_id: str, cloud_root: Path) -> list[bytes]:
+    """What identifies a process as part of this cloud's instance: its instance id, or this cloud's marker variable.
 
-    The runner gives every instance ELASTIC_SLURM_INSTANCE_ID and SLURM_CONF (slurmd, slurmstepd inherit them; job
-    processes carry the submitter's SLURM_CONF). A recycled time-namespace or session id of anyone else's process
-    therefore never matches.
+    The runner gives every instance ELASTIC_SLURM_INSTANCE_ID and ELASTIC_SLURM_LOCAL_CLOUD (slurmd and slurmstepd
+    inherit them; job processes carry the submitter's ELASTIC_SLURM_LOCAL_CLOUD from the cloud's client environment).
+    A recycled time-namespace or session id of anyone else's process therefore never matches.
     """
-    markers = [f"SLURM_CONF={slurm_conf}".encode(), str(slurm_conf).encode()]
+    markers = [f"{CLOUD_MARKER}={cloud_root}".encode()]
     if instance_id:
         markers.insert(0, f"ELASTIC_SLURM_INSTANCE_ID={instance_id}".encode())
     return markers

@@ -74,8 +74,33 @@ class Layout:
         return self.etc / "munge.key"
 
     @property
+    def munge_dir(self) -> Path:
+        """munged's socket directory: every emulated machine of this cloud sees it at /run/munge."""
+        return self.run / "munge"
+
+    @property
     def munge_socket(self) -> Path:
-        return self.run / "munge.socket"
+        """The socket as the host sees it (inside the root: /run/munge/munge.socket.2, Slurm's default)."""
+        return self.munge_dir / "munge.socket.2"
+
+    @property
+    def slurm_run(self) -> Path:
+        """PID files slurmctld and slurmdbd write themselves (owned by SlurmUser)."""
+        return self.state / "slurm-run"
+
+    @property
+    def shared(self) -> Path:
+        """Stands in for the cluster's shared file system (EFS): mounted at its mount point on every machine."""
+        return self.root / "shared"
+
+    @property
+    def hostbin(self) -> Path:
+        """Slurm client wrappers for the host (sbatch, squeue, ...): each runs the root's client on the controller."""
+        return self.root / "hostbin"
+
+    def machine_dir(self, name: str) -> Path:
+        """Private /run and /tmp of one emulated machine (`controller` or an instance id)."""
+        return self.root / "machines" / name
 
     @property
     def manifest(self) -> Path:
@@ -114,7 +139,19 @@ class Layout:
         """Create every directory (idempotent); jobs/ is world-writable like /tmp; munged needs a+x on the path."""
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)
-        for path in (self.etc, self.run, self.log, self.spool, self.state, self.mysql, self.bin, self.instances_dir):
+        for path in (
+            self.etc,
+            self.run,
+            self.log,
+            self.spool,
+            self.state,
+            self.mysql,
+            self.bin,
+            self.instances_dir,
+            self.shared,
+            self.hostbin,
+            self.munge_dir,
+        ):
             path.mkdir(parents=True, exist_ok=True)
         self.plugin_state.mkdir(parents=True, exist_ok=True)
         self.jobs.mkdir(parents=True, exist_ok=True)

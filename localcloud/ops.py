@@ -11,8 +11,10 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from localcloud import enter
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import Faults
 from localcloud.layout import Layout
@@ -80,20 +82,28 @@ class CloudOps:
     def info(self) -> Any:  # pragma: no cover - provided by LocalCloud
         raise NotImplementedError
 
+    def root(self) -> Path:  # pragma: no cover - provided by LocalCloud
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ Slurm
-    def slurm(self, *args: str, check: bool = True, timeout: float = 30) -> str:
-        """Run a Slurm client command (sbatch, squeue, ...) against this cloud; returns stdout."""
+    def slurm(self, *args: str, check: bool = True, timeout: float = 30, user: str | None = None) -> str:
+        """Run a Slurm client command (sbatch, squeue, ...) on the controller (as `user`, default root); stdout."""
+        env = self.env()
+        if user is not None:
+            account = enter.user(self.root(), user)
+            env.update(enter.user_env(account, {"ES_LOCAL_USER": f"{account.uid}:{account.gid}"}))
+            env["PATH"] = f"{self.layout.hostbin}:{env['PATH']}"
         result = subprocess.run(
-            list(args), env=self.env(), capture_output=True, text=True, timeout=timeout, cwd=self.layout.jobs
+            list(args), env=env, capture_output=True, text=True, timeout=timeout, cwd=self.layout.jobs
         )
         if check and result.returncode != 0:
             raise OpsError(f"{' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
         return result.stdout
 
-    def sbatch(self, *args: str, wrap: str | None = None) -> str:
-        """Submit a batch job (output under the jobs/ dir); returns the job id."""
+    def sbatch(self, *args: str, wrap: str | None = None, user: str | None = None) -> str:
+        """Submit a batch job (output under the jobs/ dir) as `user` (default root); returns the job id."""
         extra = ["--wrap", wrap] if wrap is not None else []
-        out = self.slurm("sbatch", "--parsable", "-o", str(self.layout.jobs / "%j.out"), *args, *extra)
+        out = self.slurm("sbatch", "--parsable", "-o", str(self.layout.jobs / "%j.out"), *args, *extra, user=user)
         return out.strip().split(";")[0]
 
     def queue(self) -> dict[str, str]:

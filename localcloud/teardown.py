@@ -30,7 +30,7 @@ def _instances_left(layout: Layout) -> list[str]:
         namespace = record.get("time_ns") or ""
         bootstrap_alive = any(procs.is_ours(pid, m) for m in ("elastic-slurm-node-bootstrap", "unshare", "slurmd"))
         if procs.pids_in_time_namespace(namespace) or bootstrap_alive:
-            markers = instance_markers(str(record.get("instance_id") or ""), layout.slurm_conf)
+            markers = instance_markers(str(record.get("instance_id") or ""), layout.root)
             stop_instance_processes(pid if bootstrap_alive else 0, namespace, markers, grace=3.0)
             stopped.append(f"instance {record.get('instance_id')}")
         record_path.unlink(missing_ok=True)
@@ -41,7 +41,7 @@ def _slurmds(layout: Layout) -> list[str]:
     stopped = []
     for pid_file in sorted(layout.run.glob("slurmd-*.pid")) if layout.run.is_dir() else []:
         pid = procs.read_pid(pid_file)
-        if pid is not None and procs.stop_pid(pid, str(layout.slurm_conf), timeout=5):
+        if pid is not None and procs.stop_pid(pid, "slurmd", timeout=5):
             stopped.append(f"slurmd {pid_file.stem[len('slurmd-') :]} ({pid})")
         pid_file.unlink(missing_ok=True)
     return stopped

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything `make demo` / `make test` need on a fresh Debian 12 / Ubuntu 22.04+ machine, idempotently:
-#   apt packages (Slurm daemons, munge, MariaDB, node), the Python venv (.venv) and the CDK CLI (node_modules).
+#   apt packages (MariaDB, mmdebstrap, node), the Python venv (.venv), the CDK CLI (node_modules) and the Debian root
+#   file systems the local cloud runs Slurm from (current Slurm: 26.05 from Debian unstable, 24.11 from Debian 13;
+#   cached under /var/cache/elastic-slurm, see localcloud/slurm_root.py). Debian 12's own Slurm (22.05, end of
+#   life) is not used.
 # Re-running is quick: each step is skipped while its inputs are unchanged (stamps in .stamps/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .stamps
 
-APT_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server mariadb-client perl
-              python3-venv nodejs npm util-linux procps)
+APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
   echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }
@@ -43,5 +45,11 @@ if [ ! -x node_modules/.bin/cdk ] || [ "$(cat .stamps/npm 2>/dev/null)" != "$npm
   echo "setup: installing the AWS CDK CLI (node_modules)"
   npm install --no-audit --no-fund --loglevel=error
   echo "$npm_hash" > .stamps/npm
+fi
+# The Slurm roots (built once, ~40 s each; reused while their recipe is unchanged). Root only: the local cloud needs root.
+if [ "$(id -u)" = 0 ]; then
+  for release in ${ELASTIC_SLURM_RELEASES:-26.05 24.11}; do
+    root=$(.venv/bin/python -m localcloud.slurm_root build --slurm "$release") || exit 1
+  done
 fi
 echo "setup: ready (python $(.venv/bin/python -V 2>&1 | cut -d' ' -f2), node $(node --version), cdk $(node_modules/.bin/cdk --version 2>/dev/null | cut -d' ' -f1))"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from cluster_config import Cluster, ElasticSlurmConfig
 from slurm_plugin.render import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
@@ -30,7 +31,7 @@ class BaseSettings:
     """What only the boot script knows, and the production paths (tests redirect them to a temporary directory)."""
 
     controller_hosts: tuple[str, ...]  # "name" or "name(address)"; first is the primary, second the backup
-    fragments_path: str = "/etc/slurm/slurm-elastic.conf"
+    fragments_path: str = "/etc/slurm/slurm-elastic.conf"  # must sit beside slurm.conf (configless): only its name is used
     slurmdbd_host: str | None = None  # needed when accounting.mode is not none
     state_save_location: str | None = None  # default: <shared mount>/slurm/state/<cluster>
     log_dir: str = "/var/log/slurm"
@@ -78,7 +79,9 @@ def render_base_conf(config: ElasticSlurmConfig, cluster_name: str, settings: Ba
     lines += _accounting(config, settings)
     lines += _health(cluster, settings)
     lines += ["", "# ---- the cluster shape (nodes, partitions, power saving) from `elastic-slurm render`"]
-    lines += [f"Include {settings.fragments_path}", ""]
+    # Relative, beside slurm.conf: configless slurmctld ships an included file to slurmd only in that form (an
+    # absolute path is read from the compute node's own disk, where nothing is: the node would lack every partition).
+    lines += [f"Include {PurePosixPath(settings.fragments_path).name}", ""]
     return "\n".join(lines)
 
 

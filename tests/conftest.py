@@ -34,3 +34,6 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
     emulated_aws.reset_call_counts()
     yield emulated_aws
     emulated_aws.clear_faults()
+
+# fixtures shared by the tests that run Slurm from the local cloud's root
+from tests.slurm_in_root import munge_socket  # noqa: E402, F401

@@ -1,7 +1,7 @@
 """One local cloud (real Slurm daemons + emulated AWS) shared by every e2e test of the session, always torn down.
 
-The tests need root (slurmctld/slurmd run as root), the Debian Slurm/munge/MariaDB packages and util-linux's
-`unshare --time`; without them they are skipped with the reason.
+The tests need root (mount namespaces, chroot), the Slurm root file system of the default release (built by
+scripts/setup.sh), MariaDB and util-linux's `unshare`; without them they are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -14,25 +14,29 @@ from pathlib import Path
 
 import pytest
 
+from localcloud import slurm_root
 from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
 
 CONFIG = Path(__file__).resolve().parents[2] / "cluster_config" / "examples" / "local-demo.yaml"
-NEEDED = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "unshare"]
+NEEDED = ["mariadbd", "mariadb-install-db", "unshare", "chroot"]
 BOOT_DELAY = 1.0
 
 
-def _missing() -> str | None:
+def missing_prereqs() -> str | None:
+    """Why the local cloud cannot run here (None when it can)."""
     if os.geteuid() != 0:
         return "needs root"
     absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    return f"missing programs: {', '.join(absent)}" if absent else None
+    if not slurm_root.is_built():
+        absent.append(f"the Slurm {slurm_root.DEFAULT_SLURM} root (scripts/setup.sh builds it)")
+    return f"missing: {', '.join(absent)}" if absent else None
 
 
 @pytest.fixture(scope="session")
 def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
     """The running local cloud of the session (state dir in /var/tmp, removed unless a test failed)."""
-    reason = _missing()
+    reason = missing_prereqs()
     if reason:
         pytest.skip(f"local cloud e2e: {reason}")
     # Not under pytest's tmp dir: munged wants every directory above its socket to be world-searchable.

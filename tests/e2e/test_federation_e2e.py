@@ -9,7 +9,6 @@ only lean on it for speed (a warm or cold fed-b node); each waits for the state 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -24,12 +23,12 @@ from localcloud.cloud import LocalCloud
 from localcloud.faults import CapacityFault, Faults
 from localcloud.federation import LocalFederation
 from localcloud.ops import LIVE
+from tests.e2e.conftest import missing_prereqs
 from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, lmstat_with_usage, run_license_sync
 
 pytestmark = pytest.mark.e2e
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "federation-local.yaml"
-NEEDED = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "unshare"]
 LICENSE = "vcs@flexsrv1"
 JOB_TIMEOUT = 120.0
 
@@ -89,16 +88,11 @@ class Fed:
         self.a.wait_until(lambda: record in self.accounted(job_id), 30, f"sacct record {record} of job {job_id}")
 
 
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    return f"missing programs: {', '.join(absent)}" if absent else None
 
 
 @pytest.fixture(scope="module")
 def fed(request: pytest.FixtureRequest) -> Iterator[Fed]:
-    reason = _missing()
+    reason = missing_prereqs()
     if reason:
         pytest.skip(f"federation e2e: {reason}")
     state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-fed-e2e-", dir="/var/tmp"))

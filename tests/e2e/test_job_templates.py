@@ -7,9 +7,7 @@ they share the launches.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.ops import JobRecord
+from tests.e2e.conftest import missing_prereqs
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "cluster_config" / "examples" / "local-demo.yaml"
 TEMPLATES = ROOT / "assets" / "job-templates"
 STATE_DIR = Path("/var/tmp/elastic-slurm-templates-e2e")
-NEEDED = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "unshare"]
 JOB_TIMEOUT = 150.0
 
 
@@ -63,11 +61,6 @@ class Runs:
         return path.read_text() if path.exists() else f"(no {path})"
 
 
-def _missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    return f"missing programs: {', '.join(absent)}" if absent else None
 
 
 def _root(job_id: str) -> str:
@@ -117,7 +110,7 @@ def _submit_all(cloud: LocalCloud) -> Submitted:
 @pytest.fixture(scope="module")
 def runs() -> Iterator[Runs]:
     """A local cloud of this module with every template submitted at once and run to the end; always torn down."""
-    reason = _missing()
+    reason = missing_prereqs()
     if reason:
         pytest.skip(f"job templates e2e: {reason}")
     cloud = LocalCloud(STATE_DIR)

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, load_manifest
-from tests.e2e.conftest import _missing, assert_no_orphans
+from tests.e2e.conftest import assert_no_orphans, missing_prereqs
 
 pytestmark = pytest.mark.e2e
 
@@ -58,14 +57,14 @@ class Mgr:
         """One manager cycle as the real CLI; fails the test (with the manager's log) if the cycle failed."""
         info = self.cloud.info()
         cmd = [
-            sys.executable, "-m", "slurm_plugin.manager.daemon", "--once",
+            "/opt/elastic-slurm/bin/slurm-clustermgr", "--once",
             "--manifest", str(self.cloud.layout.manifest),
             "--orphan-grace", str(orphan_grace),
             "--resume-timeout", str(info.resume_timeout),
             "--events-queue-url", self.queue_url,
         ]  # fmt: skip
-        env = {**os.environ, **DUMMY_AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"}
-        done = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        # on the controller, as the user its systemd unit runs it as (assets/systemd/slurm-clustermgr.service)
+        done = self.cloud.on_controller(cmd, user="slurm", env={**DUMMY_AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"})
         self.cycles += 1
         self.last = time.monotonic()
         assert done.returncode == 0, f"manager cycle failed ({done.returncode}): {done.stderr}\n{self.log_tail()}"
@@ -117,7 +116,7 @@ class Mgr:
 @pytest.fixture(scope="module")
 def mgr(request: pytest.FixtureRequest) -> Iterator[Mgr]:
     """A local cloud of manager.yaml with an SQS events queue, always torn down."""
-    reason = _missing()
+    reason = missing_prereqs()
     if reason:
         pytest.skip(f"cluster manager e2e: {reason}")
     cloud = LocalCloud(STATE_DIR)
@@ -151,12 +150,12 @@ def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
     the caller to stop if it is still there at the end.
     """
     slurmd = procs.read_pid(mgr.cloud.layout.run / f"slurmd-{node}.pid")
-    assert slurmd is not None and procs.is_ours(slurmd, str(mgr.cloud.layout.slurm_conf)), f"no slurmd for {node}"
+    assert slurmd is not None and procs.is_ours(slurmd, "slurmd"), f"no slurmd for {node}"
     namespace = procs.time_namespace(slurmd)
     assert namespace and namespace != procs.HOST_TIME_NS, f"slurmd of {node} is not in an instance's namespace"
     holder = subprocess.Popen(["nsenter", f"--time=/proc/{slurmd}/ns/time", "sleep", "900"])
     mgr.cloud.wait_until(lambda: procs.time_namespace(holder.pid) == namespace, 10, "namespace holder")
-    markers = instance_markers("", mgr.cloud.layout.slurm_conf)  # only processes that name this cloud's slurm.conf
+    markers = instance_markers("", mgr.cloud.layout.root)  # only processes that carry this cloud's marker
     members = [
         pid
         for pid in procs.pids_in_time_namespace(namespace)
@@ -290,35 +289,35 @@ def test_always_on_node_terminated_externally_is_replaced(mgr: Mgr) -> None:
     nothing_lost(mgr, [job], records)
 
 
-def run_healthcheck(mgr: Mgr, node: str, tmp_path: Path, nvsmi_fixture: str) -> subprocess.CompletedProcess[str]:
-    """The real health check script for `node`, with a fake nvidia-smi first on PATH and the real scontrol.
+def run_healthcheck(mgr: Mgr, node: str, nvsmi_fixture: str) -> subprocess.CompletedProcess[str]:
+    """The real health check script (the image's /opt/elastic-slurm/bin/elastic-slurm-healthcheck) for `node`, with a
+    fake nvidia-smi first on PATH and the root's real scontrol.
 
-    The emulated node has no GPU and its slurmd has no HealthCheckProgram configured, so the script runs on the host
-    (the emulated instances are host processes too) with SLURMD_NODENAME set the way slurmd sets it and
-    EXPECTED_GPUS forcing the GPU check; draining goes through the real `scontrol update` against this cloud.
+    The emulated node has no GPU and its slurmd has no HealthCheckProgram configured, so the script runs on the
+    controller's view of the root with SLURMD_NODENAME set the way slurmd sets it and EXPECTED_GPUS forcing the GPU
+    check; draining goes through the real `scontrol update` against this cloud.
     """
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir = mgr.cloud.layout.root / "test-bin"
+    bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "nvidia-smi"
-    fake.write_text(f"#!/bin/sh\ncat {NVSMI_FIXTURES / nvsmi_fixture}\n")
+    fixture = bin_dir / nvsmi_fixture
+    shutil.copy(NVSMI_FIXTURES / nvsmi_fixture, fixture)
+    fake.write_text(f"#!/bin/sh\ncat {fixture}\n")
     fake.chmod(0o755)
-    conf = tmp_path / "healthcheck.conf"
-    conf.write_text(
-        f"EXPECTED_GPUS=8\nCHECK_SLURMD=0\nDISK_PATHS=/tmp\nMIN_FREE_MIB=1\nSLURM_CONF={mgr.cloud.layout.slurm_conf}\n"
-    )
+    conf = bin_dir / "healthcheck.conf"
+    conf.write_text("EXPECTED_GPUS=8\nCHECK_SLURMD=0\nDISK_PATHS=/tmp\nMIN_FREE_MIB=1\n")
     env = {
         "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
         "ELASTIC_SLURM_HEALTH_CONF": str(conf),
         "SLURMD_NODENAME": node,
-        "SLURM_CONF": str(mgr.cloud.layout.slurm_conf),
     }
-    return subprocess.run([sys.executable, str(HEALTHCHECK)], env=env, capture_output=True, text=True, timeout=60)
+    return mgr.cloud.on_controller(["/opt/elastic-slurm/bin/elastic-slurm-healthcheck"], env=env, timeout=60)
 
 
-def test_gpu_failure_drains_the_node_and_the_manager_replaces_it(mgr: Mgr, tmp_path: Path) -> None:
+def test_gpu_failure_drains_the_node_and_the_manager_replaces_it(mgr: Mgr) -> None:
     mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
     sick = mgr.cloud.instance_of_node(ALWAYS_ON)
-    result = run_healthcheck(mgr, ALWAYS_ON, tmp_path, "failing-p4d-7of8.csv")
+    result = run_healthcheck(mgr, ALWAYS_ON, "failing-p4d-7of8.csv")
     assert result.returncode == 1, result.stdout + result.stderr
     assert mgr.reason(ALWAYS_ON).startswith("(Health:gpu)")
     before = mgr.counters()["health_check_failures"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.e2e.conftest import NEEDED, assert_no_orphans
+from tests.e2e.conftest import assert_no_orphans, missing_prereqs
 
 pytestmark = pytest.mark.e2e
 
@@ -30,11 +30,9 @@ JOB_TIMEOUT = 120.0
 @pytest.fixture(scope="module")
 def preempt_cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
     """A local cloud of the preemption config, always torn down; STATE_DIR (logs) is kept only after a failure."""
-    if os.geteuid() != 0:
-        pytest.skip("preemption e2e: needs root")
-    absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    if absent:
-        pytest.skip(f"preemption e2e: missing programs: {', '.join(absent)}")
+    reason = missing_prereqs()
+    if reason:
+        pytest.skip(f"preemption e2e: {reason}")
     cloud = LocalCloud(STATE_DIR)
     try:
         cloud.up(CONFIG, boot_delay=1.0)

@@ -12,7 +12,7 @@ import yaml
 from cluster_config import load, parse
 from elastic_slurm.cli import main
 from localcloud.aws_setup import plan_networks
-from localcloud.conf import Ports, slurm_conf, slurmdbd_conf
+from localcloud.conf import Ports, cgroup_conf, slurm_conf, slurmdbd_conf
 from localcloud.layout import Layout
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "cluster_config" / "examples"
@@ -39,19 +39,24 @@ def test_remote_regions_get_their_own_loopback_vpc() -> None:
     assert plans[1].subnets == {"us-west-2a": "127.17.0.0/20", "us-west-2b": "127.17.16.0/20"}
 
 
-def test_base_slurm_conf_uses_our_munge_socket_no_cgroups_and_includes_the_rendered_fragments(tmp_path: Path) -> None:
+def test_base_slurm_conf_runs_as_slurm_configless_with_a_relative_include_and_no_cgroups(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
     text = slurm_conf("local", "host", layout, Ports(1, 2, 3, 4, 5), accounting=True, slurmd_timeout=20)
     lines = text.splitlines()
-    assert f"AuthInfo=socket={layout.munge_socket},cred_expire=20" in lines
-    assert f"AccountingStoragePass={layout.munge_socket}" in lines
+    assert "SlurmUser=slurm" in lines and "SlurmdUser=root" in lines
+    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in lines
+    assert "AuthInfo=cred_expire=20" in lines  # munge at its default socket (/run/munge on every machine)
+    assert not any(line.startswith("AccountingStoragePass") for line in lines)
     assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
     assert "SlurmctldHost=host(127.0.0.1)" in lines
-    assert lines[-1] == f"Include {layout.fragments_conf}"
+    # configless ships an included file only when it sits beside slurm.conf and is named relatively
+    assert lines[-1] == f"Include {layout.fragments_conf.name}" and layout.fragments_conf.parent == layout.etc
     keys = [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
     assert len(keys) == len(set(keys)), "no key twice"
     assert not {"ResumeProgram", "SuspendTime", "PrivateData", "ReturnToService"} & set(keys), "render owns these"
-    assert f"AuthInfo=socket={layout.munge_socket}" in slurmdbd_conf(layout, Ports(1, 2, 3, 4, 5), "pw").splitlines()
+    dbd = slurmdbd_conf(layout, Ports(1, 2, 3, 4, 5), "pw").splitlines()
+    assert "SlurmUser=slurm" in dbd and not any(line.startswith("AuthInfo") for line in dbd)
+    assert cgroup_conf().splitlines()[-1] == "CgroupPlugin=disabled"
 
 
 @pytest.mark.parametrize(

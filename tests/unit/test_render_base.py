@@ -76,9 +76,9 @@ def test_small_config_base_is_exact() -> None:
         "HealthCheckProgram=/opt/elastic-slurm/bin/elastic-slurm-healthcheck",
         "HealthCheckInterval=120",
         "HealthCheckNodeState=ANY,CYCLE",
-        "Include /etc/slurm/slurm-elastic.conf",
+        "Include slurm-elastic.conf",
     ]
-    assert text.splitlines()[-1] == "Include /etc/slurm/slurm-elastic.conf"
+    assert text.splitlines()[-1] == "Include slurm-elastic.conf"  # relative: configless ships it to slurmd
 
 
 def test_two_controllers_are_primary_then_backup_and_both_are_conf_servers() -> None:
@@ -161,7 +161,8 @@ def test_render_with_controller_hosts_writes_the_base_beside_the_fragment(
     assert main(["render", config, "--cache", cache, "--out", str(out), "--controller-hosts", "ip-a(127.0.0.10)"]) == 0
     assert "slurm.conf + cgroup.conf" in capsys.readouterr().out
     base = (out / "slurm.conf").read_text()
-    assert base.splitlines()[-1] == f"Include {(out / 'slurm-elastic.conf').absolute()}"
+    assert base.splitlines()[-1] == "Include slurm-elastic.conf"
+    assert (out / "slurm-elastic.conf").exists()  # beside slurm.conf, where the relative Include finds it
     assert "SlurmctldParameters" not in (out / "slurm-elastic.conf").read_text()
     assert (out / "cgroup.conf").read_text() == render_cgroup_conf()
     assert (out / "conf-server").read_text() == "127.0.0.10\n"

@@ -1,13 +1,12 @@
-"""The rendered fragments are accepted by the real slurmctld 22.05 (parsed, partitions built), for every example.
+"""The rendered fragments are accepted by the real slurmctld (parsed, partitions built), for every example.
 
 Runs slurmctld in the foreground on a free loopback port with a throw-away base slurm.conf that Includes the rendered
-text, waits for "Running as primary controller" (or for it to die), and stops it by PID. Needs root and Debian's
-slurmctld; skipped otherwise. No munged is needed: nothing talks to this controller.
+text, waits for "Running as primary controller" (or for it to die), and stops it by PID. slurmctld is the one of the
+local cloud's Slurm root (tests/slurm_in_root.py), the release the images build. No munged is needed: nothing talks to this controller.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -18,15 +17,16 @@ import pytest
 from cluster_config import load
 from slurm_plugin.render import RenderOptions, render_cluster
 from slurm_plugin.render_manifest import placeholder_infra
+from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env
 from tests.unit.cache_fixture import fixture_cache
 
-SLURMCTLD = Path("/usr/sbin/slurmctld")
+SLURMCTLD = Path("/usr/sbin/slurmctld")  # inside the root
 EXAMPLES = sorted((Path(__file__).parents[2] / "cluster_config" / "examples").glob("*.yaml"))
 READY = "Running as primary controller"
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(not SLURMCTLD.exists() or os.geteuid() != 0, reason="needs root and slurmctld"),
+    pytest.mark.skipif(not available(), reason=SKIP_REASON),
 ]
 
 
@@ -36,7 +36,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _base_conf(root: Path, include: Path) -> str:
+def _base_conf(root: Path, include: Path, munge: Path) -> str:
     return "\n".join(
         [
             "ClusterName=rendertest",
@@ -45,6 +45,7 @@ def _base_conf(root: Path, include: Path) -> str:
             f"SlurmdPort={_free_port()}",
             "SlurmUser=root",
             "AuthType=auth/munge",
+            f"AuthInfo=socket={munge}",
             f"StateSaveLocation={root}/state",
             f"SlurmctldPidFile={root}/slurmctld.pid",
             f"SlurmctldLogFile={root}/slurmctld.log",
@@ -61,11 +62,12 @@ def _base_conf(root: Path, include: Path) -> str:
     )
 
 
-def _slurmctld_accepts(root: Path) -> str:
+def _slurmctld_accepts(root: Path, munge: Path) -> str:
     """Run slurmctld until it is primary or dies; return its log."""
     log = root / "slurmctld.log"
     proc = subprocess.Popen(
-        [str(SLURMCTLD), "-D", "-i", "-f", str(root / "slurm.conf")],
+        in_root([str(SLURMCTLD), "-D", "-i", "-f", str(root / "slurm.conf")], root, munge.parent),
+        env=root_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -88,7 +90,7 @@ def _slurmctld_accepts(root: Path) -> str:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_slurmctld_accepts_rendered_example(path: Path, tmp_path: Path) -> None:
+def test_slurmctld_accepts_rendered_example(path: Path, tmp_path: Path, munge_socket: Path) -> None:
     config = load(path)
     cluster = config.clusters[0]
     options = RenderOptions(slurmd_port_base=_free_port() if path.stem == "local-demo" else None)
@@ -97,8 +99,8 @@ def test_slurmctld_accepts_rendered_example(path: Path, tmp_path: Path) -> None:
     (tmp_path / "elastic.conf").write_text(rendered.slurm_conf)
     if rendered.gres_conf:
         (tmp_path / "gres.conf").write_text(rendered.gres_conf)
-    (tmp_path / "slurm.conf").write_text(_base_conf(tmp_path, tmp_path / "elastic.conf"))
-    log = _slurmctld_accepts(tmp_path)
+    (tmp_path / "slurm.conf").write_text(_base_conf(tmp_path, tmp_path / "elastic.conf", munge_socket))
+    log = _slurmctld_accepts(tmp_path, munge_socket)
     assert READY in log, log[-2000:]
     assert "fatal" not in log
     assert f"preparing for {len(cluster.partitions)} partitions" in log

@@ -1,0 +1,104 @@
+"""The emulated machines of one local cloud — the controller and each EC2 instance — as views of the Slurm root.
+
+- The controller sees the whole state directory at its own path (its "disk": slurm.conf and the fragments, the
+  manifest, logs, slurmctld state, plugin state), its slurm.conf also at /etc/slurm (Slurm's default path, so clients
+  need no SLURM_CONF), munged's socket at /run/munge, the shared file system at its mount point, and a private /run
+  and /tmp.
+- An instance sees no configuration at all: a private /run and /tmp, munged's socket, the shared file system, the jobs
+  directory, and only the spool/log/pid directories its slurmd writes. Its slurmd runs configless (`--conf-server`).
+
+`write_client_wrappers` puts host commands `sbatch`, `squeue`, ... in the state dir's hostbin/: each runs the root's
+client on the controller, so tests and users on the host talk to the cluster with its own Slurm version.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from localcloud import enter
+from localcloud.layout import REPO_ROOT, Layout
+
+CLIENTS = (
+    "sbatch",
+    "srun",
+    "salloc",
+    "squeue",
+    "sinfo",
+    "scontrol",
+    "scancel",
+    "sacct",
+    "sacctmgr",
+    "sdiag",
+    "sprio",
+    "sshare",
+    "sreport",
+    "sstat",
+    "munge",
+    "unmunge",
+)
+
+
+def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
+    base = layout.machine_dir(name)
+    for sub in ("run", "tmp"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+    (base / "tmp").chmod(0o1777)
+    return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"))
+
+
+def controller_view(layout: Layout, root: Path, shared_mount: str) -> enter.View:
+    """The controller (and login) machine."""
+    return enter.View(root).with_binds(
+        *_private(layout, "controller"),
+        (layout.munge_dir, "/run/munge"),
+        (layout.etc, "/etc/slurm"),
+        *enter.same_path(layout.root, REPO_ROOT),
+        (layout.shared, shared_mount),
+    )
+
+
+def ec2_hostname(private_ip: str) -> str:
+    """The host name EC2 gives an instance: ip-127-16-0-4 for 127.16.0.4."""
+    return "ip-" + private_ip.replace(".", "-")
+
+
+def instance_view(
+    layout: Layout, root: Path, instance_id: str, shared_mount: str, private_ip: str | None = None
+) -> enter.View:
+    """One emulated EC2 instance (compute node): no slurm.conf anywhere on its disk; with `private_ip`, its own
+    /etc/hosts resolving its EC2 host name to that address."""
+    extra: tuple[tuple[str, str], ...] = ()
+    if private_ip:
+        hosts = layout.machine_dir(instance_id) / "hosts"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(f"127.0.0.1 localhost\n{private_ip} {ec2_hostname(private_ip)}\n")
+        extra = ((str(hosts), "/etc/hosts"),)
+    return enter.View(root).with_binds(
+        *extra,
+        *_private(layout, instance_id),
+        (layout.munge_dir, "/run/munge"),
+        *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs),
+        (layout.shared, shared_mount),
+    )
+
+
+def write_client_wrappers(layout: Layout, view: enter.View) -> None:
+    """hostbin/<client>: run that Slurm client of the root on the controller (as root; as uid:gid when the caller
+    sets ES_LOCAL_USER=uid:gid), in the caller's directory if the controller has it (else /), with the caller's
+    environment. Mount namespaces need root, so the wrappers do too; the user switch happens at `chroot`."""
+    layout.hostbin.mkdir(parents=True, exist_ok=True)
+    argv = enter.argv(view, ["true"])
+    head = " ".join(shlex.quote(a) for a in argv[: argv.index("chroot")])
+    root = shlex.quote(str(view.root))
+    for client in CLIENTS:
+        text = (
+            "#!/bin/sh\n"
+            f"# {client} of the local cloud's Slurm root, run on its controller (written by `elastic-slurm local up`).\n"
+            'spec=""; [ -n "${ES_LOCAL_USER:-}" ] && spec="--userspec=$ES_LOCAL_USER"\n'
+            f"exec {head} chroot $spec {root} "
+            f'/bin/sh -c \'cd "$0" 2>/dev/null || cd /; exec "$@"\' "$PWD" /usr/bin/{client} "$@"\n'
+        )
+        path = layout.hostbin / client
+        path.write_text(text)
+        path.chmod(0o755)

@@ -1,0 +1,77 @@
+"""Run programs of the local cloud's Slurm root (the default release) from tests that start their own daemons.
+
+The tests that check rendered files against the real slurmctld/scontrol use the same Slurm the local cloud and the
+image run, not the host's: `in_root(argv, *dirs)` is the host command line running `argv` inside the root with the
+given host directories bound at the same path (localcloud.enter).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcloud import enter, slurm_root
+
+
+def available() -> bool:
+    """True when tests can run Slurm from the root: root user and the default release's root built."""
+    return os.geteuid() == 0 and slurm_root.is_built()
+
+
+SKIP_REASON = f"needs root and the Slurm {slurm_root.DEFAULT_SLURM} root (scripts/setup.sh builds it)"
+
+
+def in_root(argv: list[str], *dirs: Path | str) -> list[str]:
+    """`argv` run as root inside the default release's root, with `dirs` bound at their own paths."""
+    view = enter.View(slurm_root.root_path()).with_binds(*enter.same_path(*dirs))
+    return enter.argv(view, argv)
+
+
+def root_env(**extra: str) -> dict[str, str]:
+    """A clean environment for root inside the root, plus `extra`."""
+    return enter.user_env(enter.user(slurm_root.root_path(), "root"), extra)
+
+
+@pytest.fixture(scope="module")
+def munge_socket() -> Iterator[Path]:
+    """A munged of the root with its own key and socket under /var/tmp (munged wants every directory above its
+    socket searchable by all: pytest's tmp dirs are 0700); stopped by PID at the end of the module."""
+    root = Path(tempfile.mkdtemp(prefix="elastic-slurm-munge-", dir="/var/tmp"))
+    root.chmod(0o755)
+    key = root / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    sock = root / "munge.socket"
+    argv = [
+        "/usr/sbin/munged",
+        "--foreground",
+        f"--socket={sock}",
+        f"--key-file={key}",
+        f"--pid-file={root / 'munged.pid'}",
+        f"--seed-file={root / 'munged.seed'}",
+        f"--log-file={root / 'munged.log'}",
+    ]
+    proc = subprocess.Popen(
+        in_root(argv, root), env=root_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sock.exists() and proc.poll() is None, "munged died"
+        yield sock
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
