@@ -240,9 +240,9 @@ def instance_markers(instance_id: str, cloud_root: Path) -> list[bytes]:
 
 
 def stop_instance_processes(
-    session: int, namespace: str, markers: Sequence[bytes], grace: float = 5.0, limit: int = 200
+    session: int, namespace: str, markers: Sequence[bytes], limit: int = 200
 ) -> None:
-    """Stop an emulated instance: SIGTERM its slurmd, then SIGKILL the rest of its processes.
+    """Stop an emulated instance: freeze and kill all of its processes (procs.vanish).
 
     Members are processes in the instance's time namespace or session that also carry one of `markers`
     (see `instance_markers`); never the host's namespace, never sessions 0/1, never more than `limit` processes.
@@ -257,14 +257,12 @@ def stop_instance_processes(
         found.discard(os.getpid())
         return sorted(p for p in found if procs.environ_has(p, markers))[:limit]
 
-    slurmds = [p for p in members() if "slurmd" in procs.cmdline(p).split(" ")[0]]
-    procs.kill_all(slurmds, signal.SIGTERM)
-    procs.wait_until(lambda: not any(procs.is_ours(p, "") for p in slurmds), grace, 0.1)
+    # EC2 ended the instance: everything on it stops at once, nothing gets to report (see procs.vanish)
     for _ in range(3):
         left = members()
         if not left:
             break
-        procs.kill_all(left, signal.SIGKILL)
+        procs.vanish(left)
         time.sleep(0.2)
 
 

@@ -172,3 +172,11 @@ def kill_all(pids: Sequence[int], sig: int = signal.SIGKILL) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
+
+
+def vanish(pids: Sequence[int]) -> None:
+    """End processes the way a machine that vanishes ends them: freeze all first (SIGSTOP), then SIGKILL all, so
+    none of them sees another die and reports it (a slurmstepd whose job was killed first would report the job
+    as failed, where a lost instance must look like a node failure to slurmctld)."""
+    kill_all(pids, signal.SIGSTOP)
+    kill_all(pids, signal.SIGKILL)

@@ -31,7 +31,7 @@ def _instances_left(layout: Layout) -> list[str]:
         bootstrap_alive = any(procs.is_ours(pid, m) for m in ("elastic-slurm-node-bootstrap", "unshare", "slurmd"))
         if procs.pids_in_time_namespace(namespace) or bootstrap_alive:
             markers = instance_markers(str(record.get("instance_id") or ""), layout.root)
-            stop_instance_processes(pid if bootstrap_alive else 0, namespace, markers, grace=3.0)
+            stop_instance_processes(pid if bootstrap_alive else 0, namespace, markers)
             stopped.append(f"instance {record.get('instance_id')}")
         record_path.unlink(missing_ok=True)
     return stopped

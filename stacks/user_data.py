@@ -96,8 +96,10 @@ _CONTROLLER = [
     '  install -d -m 0755 "$shared/slurm/conf-server" && install -d -o slurm -g slurm "$shared/slurm/state"',
     '  install -m 0644 /etc/slurm/conf-server "$shared/slurm/conf-server/$ES_CLUSTER"',
     "fi",
-    "install -d -o slurm -g slurm /var/log/slurm /var/spool/slurmctld",
-    "install -d -o slurm -g slurm \"$(sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)\"",
+    "# the directories slurmctld, the plugin programs (run by slurmctld as slurm) and the manager write, with owners:",
+    "# the same script the local cloud runs (assets/bootstrap/elastic-slurm-dirs)",
+    "ES_SLURMCTLD_DIRS=\"/var/spool/slurmctld $(sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)\""
+    f" {BIN}/elastic-slurm-dirs",
     "# the plugin programs and the cluster manager read the manifest at its default path; the prolog its env beside it",
     f"ln -sfn /etc/slurm/manifest.json {ETC}/manifest.json",
     f"install -m 0644 /etc/slurm/prolog-wait-for-boot.env {BIN}/prolog-wait-for-boot.env",

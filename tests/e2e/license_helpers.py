@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from cluster_config import ElasticSlurmConfig
+from localcloud import enter
 from localcloud.layout import Layout
 from slurm_plugin.licenses.sync import sync_config_from
 
@@ -25,7 +25,7 @@ def fake_lmutil(bin_dir: Path, output: Path, exit_code: int, env: dict[str, str]
     script = bin_dir / "lmutil"
     script.write_text(f"#!/bin/sh\ncat '{output}'\nexit {exit_code}\n")
     script.chmod(0o755)
-    return {**env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    return {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
 
 
 def lmstat_with_usage(fixture: str, feature: str, in_use: int, target: Path) -> Path:
@@ -41,18 +41,20 @@ def lmstat_with_usage(fixture: str, feature: str, in_use: int, target: Path) -> 
 
 
 def run_license_sync(
-    config: ElasticSlurmConfig, cluster: str, layout: Layout, env: dict[str, str]
+    config: ElasticSlurmConfig, cluster: str, layout: Layout, env: dict[str, str], view: enter.View
 ) -> subprocess.CompletedProcess[str]:
-    """One run of the sync CLI (what the systemd timer runs) for `cluster`, state under the layout's state dir."""
+    """One run of the sync CLI (what the systemd timer runs: the image's /opt/elastic-slurm/bin/slurm-license-sync,
+    as `slurm`, on the controller `view`) for `cluster`, state under the layout's state dir; `env` gives the PATH
+    (with a fake lmutil first, see fake_lmutil; the host part of it is dropped inside the root)."""
     sync_file = layout.etc / "license-sync.json"
     sync_file.write_text(sync_config_from(config, cluster).model_dump_json())
-    argv = [
-        sys.executable,
-        "-m",
-        "slurm_plugin.licenses.cli",
-        "--config",
-        str(sync_file),
-        "--state-dir",
-        str(layout.state / "license-sync"),
-    ]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+    state = layout.state / "license-sync"
+    slurm = enter.user(view.root, "slurm")
+    state.mkdir(exist_ok=True)
+    os.chown(state, slurm.uid, slurm.gid)
+    argv = ["/opt/elastic-slurm/bin/slurm-license-sync", "--config", str(sync_file), "--state-dir", str(state)]
+    inside = [p for p in env["PATH"].split(":") if p.startswith(str(layout.root))]
+    run_env = enter.user_env(slurm, {"PATH": ":".join([*inside, enter.ROOT_PATH])})
+    return subprocess.run(
+        enter.argv(view, argv, slurm, cwd=str(layout.root)), env=run_env, capture_output=True, text=True, timeout=60
+    )

@@ -204,7 +204,7 @@ def test_plain_job_with_sbatch_clusters_set_to_the_local_cluster_never_leaves_it
 
 def _sync(fed: Fed, output: Path, exit_code: int) -> str:
     env = fake_lmutil(fed.a.layout.bin, output, exit_code, fed.a.env())
-    result = run_license_sync(fed.config, "fed-a", fed.a.layout, env)
+    result = run_license_sync(fed.config, "fed-a", fed.a.layout, env, fed.a.controller())
     assert result.returncode == 0, result.stderr
     return result.stderr
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -162,7 +161,7 @@ def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
         if pid not in (holder.pid, os.getpid()) and procs.environ_has(pid, markers)
     ]
     assert slurmd in members and len(members) < 20, members
-    procs.kill_all(members, signal.SIGKILL)
+    procs.vanish(members)
     return holder
 
 

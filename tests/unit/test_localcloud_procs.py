@@ -18,7 +18,7 @@ _SCRIPT = "ELASTIC_SLURM_INSTANCE_ID=i-test sleep 300 & sleep 300 & wait"
 
 @pytest.fixture
 def session() -> Iterator[subprocess.Popen[bytes]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ELASTIC_SLURM_INSTANCE_ID", "SLURM_CONF")}
+    env = {k: v for k, v in os.environ.items() if k not in ("ELASTIC_SLURM_INSTANCE_ID", "ELASTIC_SLURM_LOCAL_CLOUD")}
     proc = subprocess.Popen(["/bin/sh", "-c", _SCRIPT], start_new_session=True, env=env)
     assert procs.wait_until(lambda: len(_sleepers(proc.pid)) == 2, 10)
     yield proc
@@ -39,15 +39,15 @@ def test_sessions_zero_and_one_are_never_listed() -> None:
 
 
 def test_only_marked_processes_of_the_session_are_stopped(session: subprocess.Popen[bytes]) -> None:
-    markers = instance_markers("i-test", Path("/nonexistent/slurm.conf"))
-    stop_instance_processes(session.pid, "", markers, grace=1.0)
+    markers = instance_markers("i-test", Path("/nonexistent/local-cloud"))
+    stop_instance_processes(session.pid, "", markers)
     left = _sleepers(session.pid)
     assert len(left) == 1
     assert not procs.environ_has(left[0], markers)
 
 
 def test_no_markers_means_nothing_is_stopped(session: subprocess.Popen[bytes]) -> None:
-    stop_instance_processes(session.pid, "", [], grace=0.5)
+    stop_instance_processes(session.pid, "", [])
     assert len(_sleepers(session.pid)) == 2
 
 

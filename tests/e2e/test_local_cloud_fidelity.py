@@ -1,0 +1,105 @@
+"""Tested equals deployed: the local cloud runs Slurm the way an EC2 instance runs it.
+
+Each test pins one promise of docs/local-cloud.md's fidelity table on the session cloud (tests/e2e/conftest.py):
+the current Slurm release from the Debian root, the production users (slurmctld and slurmdbd as `slurm`, the plugin
+programs therefore as `slurm`, jobs of an ordinary user), and configless compute nodes that get every partition
+from slurmctld with no slurm.conf on their own disk.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from localcloud import enter, procs, slurm_root
+from localcloud.cloud import LocalCloud
+from localcloud.ops import LIVE
+from tests.e2e.conftest import assert_no_orphans, cold_nodes
+
+pytestmark = pytest.mark.e2e
+
+
+def _uid_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Uid in /proc/{pid}/status")
+
+
+def test_slurm_is_the_current_release_from_the_debian_root(cloud: LocalCloud) -> None:
+    config = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(" = ") for line in cloud.slurm("scontrol", "show", "config").splitlines())
+    )
+    version = config["SLURM_VERSION"]
+    assert version.startswith(slurm_root.DEFAULT_SLURM + "."), version
+    assert cloud.info().slurm_version == version
+    assert Path(cloud.info().slurm_root) == slurm_root.root_path(slurm_root.DEFAULT_SLURM)
+
+
+def test_slurmctld_and_slurmdbd_run_as_slurm_and_the_plugin_writes_as_slurm(cloud: LocalCloud) -> None:
+    slurm_uid = enter.user(cloud.root(), "slurm").uid
+    for daemon in ("slurmctld", "slurmdbd"):
+        pid = procs.read_pid(cloud.layout.pid_file(daemon))
+        assert pid is not None and procs.is_ours(pid, daemon)
+        assert _uid_of(pid) == slurm_uid, f"{daemon} does not run as slurm"
+    config = cloud.slurm("scontrol", "show", "config")
+    assert any(line.split() == ["SlurmUser", "=", f"slurm({slurm_uid})"] for line in config.splitlines())
+    # a resume ran as SlurmUser: the plugin's state files it wrote are slurm's (the dirs were made for it)
+    (node,) = cold_nodes(cloud, 1)
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=120)
+    assert record.state == "COMPLETED"
+    state = cloud.layout.plugin_state
+    written = [p for p in state.iterdir() if p.is_file()]
+    assert written and all(p.stat().st_uid == slurm_uid for p in written), [(p.name, p.stat().st_uid) for p in written]
+    assert cloud.layout.log_file("plugin").stat().st_uid == slurm_uid
+
+
+def test_an_ordinary_user_submits_and_the_job_runs_as_that_user(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    job = cloud.sbatch("-w", node, wrap="id -un; id -u", user=slurm_root.JOB_USER)
+    (record,) = cloud.wait_jobs_done([job], timeout=120)
+    assert record.state == "COMPLETED"
+    out = (cloud.layout.jobs / f"{job}.out").read_text().split()
+    assert out == [slurm_root.JOB_USER, str(slurm_root.JOB_UID)]
+    # neither root nor an admin: a Slurm admin operation is refused for this user
+    refused = cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=x", check=False,
+                          user=slurm_root.JOB_USER)  # fmt: skip
+    assert refused == ""
+    assert "drain" not in cloud.nodes()[node]
+    assert_no_orphans(cloud)
+
+
+def test_compute_nodes_are_configless_and_see_every_partition_of_the_controller(cloud: LocalCloud) -> None:
+    nodes = cold_nodes(cloud, 2)
+    probe = (
+        "test -e /etc/slurm/slurm.conf && echo has-local-conf; "
+        "test -e /run/slurm/conf/slurm.conf && echo has-configless-cache; "
+        "scontrol show partitions --oneliner | sed 's/ .*//'"
+    )
+    job = cloud.sbatch("-N2", "-w", ",".join(nodes), wrap=f"srun -N2 sh -c {probe!r} | sort | uniq -c")
+    (record,) = cloud.wait_jobs_done([job], timeout=150)
+    assert record.state == "COMPLETED"
+    lines = [line.split(None, 1) for line in (cloud.layout.jobs / f"{job}.out").read_text().splitlines()]
+    seen = {text: int(count) for count, text in lines}
+    assert "has-local-conf" not in seen
+    assert seen.get("has-configless-cache") == 2
+    controller = {line.split()[0] for line in cloud.slurm("scontrol", "show", "partitions", "--oneliner").splitlines()}
+    assert controller and all(seen.get(partition) == 2 for partition in controller), (controller, seen)
+    # the slurmd processes were started with --conf-server and no -f
+    for node in nodes:
+        cmd = procs.cmdline(procs.read_pid(cloud.layout.run / f"slurmd-{node}.pid") or 0)
+        assert "--conf-server" in cmd and " -f " not in cmd, cmd
+    assert {i.private_ip for i in cloud.instances(LIVE)} >= {cloud.node_addr(n) for n in nodes}
+
+
+def test_an_instance_has_no_slurm_conf_on_its_disk(cloud: LocalCloud) -> None:
+    instance = cloud.instance_view("i-probe")
+    result = cloud.on_controller(["test", "-e", "/etc/slurm/slurm.conf"])
+    assert result.returncode == 0, "the controller has /etc/slurm/slurm.conf"
+    argv = enter.argv(instance, ["/bin/sh", "-c", "ls /etc/slurm; test ! -e /etc/slurm/slurm.conf"])
+    probe = subprocess.run(argv, env=enter.user_env(enter.user(cloud.root(), "root")), capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    assert str(cloud.layout.etc) not in probe.stdout
