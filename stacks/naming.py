@@ -6,18 +6,19 @@ Pure functions only; nothing here touches CDK, so the runtime side can import it
 from __future__ import annotations
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
+from slurm_plugin.render_base import SRUN_PORT_RANGE
 
-__all__ = ["TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
+__all__ = ["SRUN_PORT_RANGE", "TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
 
 TAG_ROLE = "elastic-slurm:role"
 TAG_SUBMIT_HOST = "elastic-slurm:submit-host"  # value: the cluster a submit host belongs to
 PLACEHOLDER_ACCOUNT = "123456789012"
 
-# Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort) and the srun port range render writes into slurm.conf.
+# Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort); the srun port range is render_base.SRUN_PORT_RANGE,
+# the same constant render writes into slurm.conf as SrunPortRange.
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
-SRUN_PORT_RANGE = (60001, 63000)
 
 
 def stack_name(cluster: str, part: str) -> str:

@@ -127,8 +127,10 @@ class NetworkStack(cdk.Stack):
             ("slurmdbd", ec2.Port.tcp(SLURMDBD_PORT)),
             ("srun", ec2.Port.tcp_range(*SRUN_PORT_RANGE)),
         ]
+        # Members reach each other on every port and protocol: slurmctld/slurmd/srun, and the MPI, NCCL and EFA
+        # traffic of multi-node jobs (EFA needs all traffic to and from the group itself).
+        nodes.add_ingress_rule(nodes, ec2.Port.all_traffic(), "all traffic between cluster members (Slurm, MPI, EFA)")
         for label, port in ports:
-            nodes.add_ingress_rule(nodes, port, f"{label} between cluster members")
             for cidr in self.peer_cidrs:
                 nodes.add_ingress_rule(ec2.Peer.ipv4(cidr), port, f"{label} from cluster members in peered {cidr}")
         ssh = ec2.SecurityGroup(self, "Ssh", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: SSH access")
