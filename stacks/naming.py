@@ -61,12 +61,13 @@ def mounts_parameter(cluster: str) -> str:
     return f"/elastic-slurm/{cluster}/mounts"
 
 
-def home_boot_env(cluster: str, home_region: str) -> dict[str, str]:
-    """Boot environment of a node, by names (usable from any region; AWS calls go to the home region)."""
+def home_boot_env(cluster: str, home_region: str, munge_owner: str | None = None) -> dict[str, str]:
+    """Boot environment of a node, by names (usable from any region; AWS calls go to the home region). A federation
+    member reads the munge key of `munge_owner` (the federation's host cluster)."""
     return {
         "ES_CLUSTER": cluster,
         "ES_REGION": home_region,
-        "ES_MUNGE_SECRET": munge_secret_name(cluster),
+        "ES_MUNGE_SECRET": munge_secret_name(munge_owner or cluster),
         "ES_MOUNTS_PARAMETER": mounts_parameter(cluster),
         "ES_LOG_GROUP": log_group_name(cluster),
     }

@@ -59,6 +59,7 @@ class NetworkStack(cdk.Stack):
         self.network = network
         self.peer_cidrs = peer_cidrs
         self.azs = network_azs(network)
+        self.creates_vpc = isinstance(network, NewNetwork)
         if isinstance(network, NewNetwork):
             self.vpc: ec2.IVpc = self._new_vpc(network)
         else:
