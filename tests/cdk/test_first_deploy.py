@@ -166,3 +166,36 @@ def test_every_recommended_feature_flag_is_set(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-2000:]
     assert "All feature flags are already set to their recommended values" in output
+
+
+def test_remote_region_stack_deploys_after_the_images_it_resolves(assemblies: dict[str, Assembly]) -> None:
+    dependencies = assemblies["remote-region"].manifest()["artifacts"]["es-burst-region-us-west-2"]["dependencies"]
+    assert "es-burst-images" in dependencies
+
+
+def test_controller_may_read_the_ami_parameter_of_every_region_it_launches_in(assemblies: dict[str, Assembly]) -> None:
+    policies = _of_type(assemblies["remote-region"], "es-burst-cluster", "AWS::IAM::Policy")
+    controller = next(p for k, p in policies.items() if k.startswith("ControllerRole"))
+    (read,) = [
+        s for s in controller["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") == "ReadClusterParameters"
+    ]
+    resources = json.dumps(read["Resource"])
+    for region in ("us-east-1", "us-west-2"):
+        assert f"ssm:{region}:123456789012:parameter/elastic-slurm/burst/*" in resources, resources
+
+
+def test_remote_region_ec2_events_reach_the_home_regions_bus(template: Callable[[str, str], Template]) -> None:
+    template("remote-region", "es-burst-region-us-west-2").has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.ec2"],
+                "detail-type": Match.array_with(["EC2 Spot Instance Interruption Warning"]),
+            },
+            "Targets": [
+                Match.object_like(
+                    {"Arn": Match.string_like_regexp("^arn:aws:events:us-east-1:123456789012:event-bus/default$")}
+                )
+            ],
+        },
+    )
