@@ -20,14 +20,7 @@ from cluster_config.checks import network_azs
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, RemoteRegion
 from stacks.accounting import AccountingStack
 from stacks.cluster import ClusterStack
-from stacks.federation import (
-    FederationPeeringStack,
-    FederationRoutesStack,
-    federation_peer_cidrs,
-    munge_owner,
-    munge_sharing,
-    peered_members,
-)
+from stacks.federation import add_federation_stacks, federation_peer_cidrs, munge_sharing, peered_members
 from stacks.images import ImagesStack
 from stacks.nag import suppress_reviewed_findings
 from stacks.naming import PLACEHOLDER_ACCOUNT, TAG_CLUSTER, stack_name
@@ -77,7 +70,7 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
                 app.node.set_context(key, network_azs(network))
     for cluster in config.clusters:
         result[cluster.name] = _cluster_stacks(app, config, cluster, config_path)
-    federation = _federation_stacks(app, config, result)
+    federation = add_federation_stacks(app, config, result)
     for name, stacks in result.items():
         kinds: list[tuple[str, cdk.Stack | None]] = [("network", stacks.network), ("storage", stacks.storage)]
         kinds += [("federation", s) for s in federation.get(name, [])]
@@ -187,47 +180,6 @@ def network_cidrs(network: NewNetwork | ExistingNetwork) -> tuple[str, ...]:
     if isinstance(network, NewNetwork):
         return (network.vpc_cidr,)
     return tuple(s.cidr for s in network.subnets)
-
-
-def _federation_stacks(
-    app: cdk.App, config: ElasticSlurmConfig, clusters: dict[str, ClusterStacks]
-) -> dict[str, list[cdk.Stack]]:
-    """Peering between federation members (stacks/federation.py); members start after the munge key's owner."""
-    owner = munge_owner(config)
-    if owner is None or config.federation is None:
-        return {}
-    for member in config.federation.clusters:
-        if member != owner:
-            clusters[member].cluster.add_stack_dependency(clusters[owner].cluster, "reads the owner's munge key")
-    made: dict[str, list[cdk.Stack]] = {}
-    for first, second in peered_members(config):
-        host, member = clusters[first].network, clusters[second].network
-        peering = FederationPeeringStack(
-            app,
-            stack_name(second, f"federation-{first}"),
-            member=member,
-            host=host,
-            host_cidrs=network_cidrs(config.cluster(first).network),
-            env=cdk.Environment(account=member.account, region=member.region),
-            cross_region_references=True,
-            description=f"Federation {config.federation.name}: peering from {second} to {first}",
-        )
-        routes = FederationRoutesStack(
-            app,
-            stack_name(first, f"federation-{second}"),
-            host=host,
-            member_cidrs=network_cidrs(config.cluster(second).network),
-            peering=peering,
-            env=cdk.Environment(account=host.account, region=host.region),
-            cross_region_references=True,
-            description=f"Federation {config.federation.name}: routes from {first} to {second}",
-        )
-        for stack, cluster in ((peering, second), (routes, first)):
-            cdk.Tags.of(stack).add(TAG_CLUSTER, cluster)
-            made.setdefault(cluster, []).append(stack)
-            if peering.region != routes.region:
-                stack.template_options.metadata = {"cfn-lint": {"config": {"ignore_checks": ["W3005"]}}}
-    return made
 
 
 def _region_stacks(

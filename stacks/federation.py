@@ -13,7 +13,8 @@ host-side routes, reading the peering id through a CDK cross-region reference.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -21,7 +22,18 @@ from constructs import Construct
 
 from cluster_config.deploy_checks import address_ranges, same_vpc
 from cluster_config.model import ElasticSlurmConfig
+from stacks.naming import TAG_CLUSTER, stack_name
 from stacks.network import NetworkStack
+
+
+class MemberStacks(Protocol):
+    """What the federation needs of a member's stacks (app_builder.ClusterStacks)."""
+
+    @property
+    def network(self) -> NetworkStack: ...
+
+    @property
+    def cluster(self) -> cdk.Stack: ...
 
 
 def munge_owner(config: ElasticSlurmConfig) -> str | None:
@@ -58,6 +70,11 @@ def peered_members(config: ElasticSlurmConfig) -> list[tuple[str, str]]:
             if not same_vpc(a.region, a.network, b.region, b.network):
                 pairs.append((first, second))
     return pairs
+
+
+def cidrs_of(config: ElasticSlurmConfig, cluster: str) -> tuple[str, ...]:
+    """The address ranges of a cluster's home network."""
+    return tuple(str(r) for r in address_ranges(config.cluster(cluster).network))
 
 
 def federation_peer_cidrs(config: ElasticSlurmConfig, cluster: str) -> tuple[str, ...]:
@@ -121,3 +138,44 @@ class FederationRoutesStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         peer_routes(self, "ToMember", host, member_cidrs, peering.peering.ref)
+
+
+def add_federation_stacks(
+    app: cdk.App, config: ElasticSlurmConfig, clusters: Mapping[str, MemberStacks]
+) -> dict[str, list[cdk.Stack]]:
+    """Peering stacks between federation members, by cluster; members' cluster stacks deploy after the owner's."""
+    owner = munge_owner(config)
+    if owner is None or config.federation is None:
+        return {}
+    for member in config.federation.clusters:
+        if member != owner:
+            clusters[member].cluster.add_stack_dependency(clusters[owner].cluster, "reads the owner's munge key")
+    made: dict[str, list[cdk.Stack]] = {}
+    for first, second in peered_members(config):
+        host, member = clusters[first].network, clusters[second].network
+        peering = FederationPeeringStack(
+            app,
+            stack_name(second, f"federation-{first}"),
+            member=member,
+            host=host,
+            host_cidrs=cidrs_of(config, first),
+            env=cdk.Environment(account=member.account, region=member.region),
+            cross_region_references=True,
+            description=f"Federation {config.federation.name}: peering from {second} to {first}",
+        )
+        routes = FederationRoutesStack(
+            app,
+            stack_name(first, f"federation-{second}"),
+            host=host,
+            member_cidrs=cidrs_of(config, second),
+            peering=peering,
+            env=cdk.Environment(account=host.account, region=host.region),
+            cross_region_references=True,
+            description=f"Federation {config.federation.name}: routes from {first} to {second}",
+        )
+        for stack, cluster in ((peering, second), (routes, first)):
+            cdk.Tags.of(stack).add(TAG_CLUSTER, cluster)
+            made.setdefault(cluster, []).append(stack)
+            if peering.region != routes.region:
+                stack.template_options.metadata = {"cfn-lint": {"config": {"ignore_checks": ["W3005"]}}}
+    return made

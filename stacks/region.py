@@ -21,6 +21,7 @@ from constructs import Construct
 
 from cluster_config.checks import pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork
+from stacks.federation import peer_routes
 from stacks.launch_templates import pool_launch_template
 from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key, log_group_name, munge_secret_name
@@ -47,16 +48,7 @@ class RegionStack(cdk.Stack):
         self.peering = ec2.CfnVPCPeeringConnection(
             self, "Peering", vpc_id=network.vpc.vpc_id, peer_vpc_id=home_vpc_id, peer_region=home_region
         )
-        if isinstance(network.network, NewNetwork):  # imported subnets: their route tables are the operator's
-            for index, subnet in enumerate(network.compute_subnets):
-                for cidr_index, cidr in enumerate(home_cidrs):
-                    ec2.CfnRoute(
-                        self,
-                        f"ToHome{index}x{cidr_index}",
-                        route_table_id=subnet.route_table.route_table_id,
-                        destination_cidr_block=cidr,
-                        vpc_peering_connection_id=self.peering.ref,
-                    )
+        peer_routes(self, "ToHome", network, home_cidrs, self.peering.ref)
         self.compute_role = iam.Role(
             self,
             "ComputeRole",
