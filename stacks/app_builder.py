@@ -29,7 +29,6 @@ from stacks.region import RegionStack
 from stacks.storage import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = REPO_ROOT / "cluster_config" / "examples" / "minimal.yaml"
 
 
 @dataclass(frozen=True)
@@ -214,7 +213,7 @@ def _region_stacks(
     return network, region
 
 
-def build_app(config_path: str | Path = DEFAULT_CONFIG, outdir: str | Path | None = None) -> cdk.App:
+def build_app(config_path: str | Path, outdir: str | Path | None = None) -> cdk.App:
     """A fully built (not yet synthesized) app for `config_path`; raises cluster_config.ConfigInvalid."""
     path = Path(config_path)
     config = load(path)
