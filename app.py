@@ -1,6 +1,8 @@
-"""CDK entry point: `cdk synth -c config=cluster_config/examples/minimal.yaml` (default: that file).
+"""CDK entry point: `cdk deploy --all -c config=my-cluster.yaml` (or `cdk synth -c config=...`).
 
-Loads and validates the YAML once; a bad config prints one line per problem and exits 2, never a traceback.
+There is no default config: without `-c config=` the app prints one line naming the option and exits 2, so a
+forgotten option never deploys an example. Loads and validates the YAML once; a bad config prints one line per
+problem and exits 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,13 +13,22 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from cluster_config import ConfigInvalid, load
-from stacks.app_builder import DEFAULT_CONFIG, add_stacks
+from stacks.app_builder import add_stacks
+
+MISSING_CONFIG = (
+    "app.py: no cluster config given: pass -c config=PATH to cdk "
+    "(e.g. `cdk deploy --all -c config=cluster_config/examples/minimal.yaml`)"
+)
 
 
 def main() -> int:
     """Build and synthesize the app for the `config` context value."""
     app = cdk.App()
-    path = Path(str(app.node.try_get_context("config") or DEFAULT_CONFIG))
+    config_path = app.node.try_get_context("config")
+    if not config_path:
+        print(MISSING_CONFIG, file=sys.stderr)
+        return 2
+    path = Path(str(config_path))
     try:
         config = load(path)
     except ConfigInvalid as exc:

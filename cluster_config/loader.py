@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from cluster_config import model
 from cluster_config.checks import ConfigError, check
+from cluster_config.deploy_checks import deploy_checks
 from cluster_config.model import ElasticSlurmConfig
 
 # What a value matching each pattern looks like, for errors people can act on.
@@ -127,7 +128,7 @@ def parse(data: Any, source: str = "<config>") -> ElasticSlurmConfig:
     except ValidationError as exc:
         errors = [ConfigError(format_loc(tuple(e["loc"])), describe(e)) for e in exc.errors()]
         raise ConfigInvalid(source, errors) from None
-    problems = check(config)
+    problems = check(config) + deploy_checks(config)
     if problems:
         raise ConfigInvalid(source, problems)
     return config

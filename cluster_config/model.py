@@ -63,6 +63,11 @@ class NewNetwork(StrictModel):
         le=28,
         description="Prefix length of each AZ's private compute subnet (20 → 4091 usable addresses).",
     )
+    interface_endpoints: bool = Field(
+        default=True,
+        description="Interface VPC endpoints (EC2, SSM, Secrets Manager, Logs, SQS) in every AZ: AWS calls skip the"
+        " NAT gateway, at about $7/month per endpoint and AZ. false: AWS calls go through the NAT gateway.",
+    )
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -209,7 +214,10 @@ class Controller(StrictModel):
     """The Slurm controller(s)."""
 
     instance_type: str = Field(
-        default="c7i.xlarge", pattern=INSTANCE_TYPE_PATTERN, description="Controller instance type."
+        default="c7i.large",
+        pattern=INSTANCE_TYPE_PATTERN,
+        description="Controller instance type (slurmctld, slurmdbd and the cluster manager; 2 vCPUs serve hundreds of"
+        " nodes).",
     )
     count: Literal[1, 2] = Field(default=1, description="1, or 2 for a primary + backup in different AZs.")
 

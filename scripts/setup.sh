@@ -40,16 +40,19 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .stamps/venv 2>/dev/null)" != "$req_has
   echo "$req_hash" > .stamps/venv
 fi
 
+# ---- Node.js for the CDK CLI and jsii: package.json pins Node 22 LTS (the npm `node` package, a registry binary)
+# next to the CDK CLI, so node_modules/.bin/node is 22 whatever the distribution ships; the Makefile and
+# `elastic-slurm synth` put node_modules/.bin first on PATH. The apt nodejs/npm above only bootstrap npm.
 npm_hash=$(sha256sum package.json | cut -c1-16)
 if [ ! -x node_modules/.bin/cdk ] || [ "$(cat .stamps/npm 2>/dev/null)" != "$npm_hash" ]; then
   echo "setup: installing the AWS CDK CLI (node_modules)"
   npm install --no-audit --no-fund --loglevel=error
   echo "$npm_hash" > .stamps/npm
 fi
-# The Slurm roots (built once, ~40 s each; reused while their recipe is unchanged). Root only: the local cloud needs root.
+# The Slurm roots (built once, ~40-65 s each; reused while their recipe is unchanged). Root only: the local cloud needs root.
 if [ "$(id -u)" = 0 ]; then
   for release in ${ELASTIC_SLURM_RELEASES:-26.05 24.11}; do
-    root=$(.venv/bin/python -m localcloud.slurm_root build --slurm "$release") || exit 1
+    .venv/bin/python -m localcloud.slurm_root build --slurm "$release" >/dev/null || exit 1
   done
 fi
-echo "setup: ready (python $(.venv/bin/python -V 2>&1 | cut -d' ' -f2), node $(node --version), cdk $(node_modules/.bin/cdk --version 2>/dev/null | cut -d' ' -f1))"
+echo "setup: ready (python $(.venv/bin/python -V 2>&1 | cut -d' ' -f2), node $(node_modules/.bin/node --version), cdk $(node_modules/.bin/cdk --version 2>/dev/null | cut -d' ' -f1))"

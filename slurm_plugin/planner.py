@@ -6,8 +6,8 @@ EC2 adapter, and uses `assign`, `settle_jobs` and `cooldown_azs` to turn EC2's a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from slurm_plugin.manifest import PoolManifest
@@ -54,6 +54,9 @@ class Attempt:
     market: Market
     overrides: tuple[Override, ...]
     placement_group: str | None = None
+    # All overrides sit in one AZ and the launch is all-or-nothing there (CreateFleet `SingleAvailabilityZone` and
+    # `MinTargetCapacity` = count): set for pools whose launch carries a multi-node job, so its nodes share an AZ.
+    single_availability_zone: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,16 +135,33 @@ def attempts_for(pool: PoolManifest, cooling_azs: Iterable[str] = ()) -> tuple[A
     return tuple(result)
 
 
+def single_az_attempts(attempts: Sequence[Attempt]) -> tuple[Attempt, ...]:
+    """Each attempt split into one attempt per AZ (in override order), each all-or-nothing in its AZ.
+
+    Nodes of one multi-node job then never straddle AZs or regions: MPI, NCCL and EFA traffic stays inside one AZ
+    (and one cluster placement group when the pool has one; such a pool has a single AZ anyway).
+    """
+    result: list[Attempt] = []
+    for attempt in attempts:
+        for az in dict.fromkeys(o.availability_zone for o in attempt.overrides):
+            overrides = tuple(o for o in attempt.overrides if o.availability_zone == az)
+            result.append(replace(attempt, overrides=overrides, single_availability_zone=True))
+    return tuple(result)
+
+
 def plan_launch(
     nodes: Sequence[str],
     pools: Sequence[PoolManifest],
     cooling: Iterable[tuple[str, str]],
     job_groups: Sequence[Sequence[str]] = (),
+    spread_pools: Collection[str] = (),
 ) -> LaunchPlan:
     """Group nodes by pool and order each pool's attempts, skipping (pool, AZ) pairs in capacity cool-down.
 
     `job_groups` are the node sets of multi-node jobs from the resume file (all-or-nothing); a node in several jobs
-    belongs to the first. Nodes of a group come first in their pool's node order, so they are served first.
+    belongs to the first. Nodes of a group come first in their pool's node order, so they are served first, and a
+    pool launch that carries a group gets single-AZ attempts (`single_az_attempts`) unless its key is in
+    `spread_pools` (pools whose jobs may span AZs).
     """
     by_prefix = node_pools(pools)
     cooling_by_pool: dict[str, set[str]] = {}
@@ -180,6 +200,8 @@ def plan_launch(
             cooling_nodes.extend(pool_nodes)
             continue
         groups = tuple(groups_by_pool.get(key, ()))
+        if groups and key not in spread_pools:
+            attempts = single_az_attempts(attempts)
         grouped = [n for g in groups for n in g]
         in_group = set(grouped)
         ordered = tuple(grouped + [n for n in pool_nodes if n not in in_group])

@@ -23,6 +23,8 @@ from slurm_plugin.render_manifest import RenderError
 __all__ = ["BaseSettings", "conf_server", "parse_controller_host", "render_base_conf", "render_cgroup_conf"]
 
 HEALTHCHECK_PROGRAM = "/opt/elastic-slurm/bin/elastic-slurm-healthcheck"
+# The ports srun listens on for its job steps: the one setting the node security group opens (stacks/network.py).
+SRUN_PORT_RANGE = (60001, 63000)
 _HOST = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9.-]*)(?:\((?P<addr>[A-Za-z0-9.:-]+)\))?$")
 
 
@@ -155,6 +157,7 @@ def _daemons(settings: BaseSettings) -> list[str]:
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
         "MailProg=/bin/true",
+        f"SrunPortRange={SRUN_PORT_RANGE[0]}-{SRUN_PORT_RANGE[1]}",
     ]
 
 

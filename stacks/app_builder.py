@@ -20,6 +20,7 @@ from cluster_config.checks import network_azs
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, RemoteRegion
 from stacks.accounting import AccountingStack
 from stacks.cluster import ClusterStack
+from stacks.federation import add_federation_stacks, federation_peer_cidrs, munge_sharing, peered_members
 from stacks.images import ImagesStack
 from stacks.nag import suppress_reviewed_findings
 from stacks.naming import PLACEHOLDER_ACCOUNT, TAG_CLUSTER, stack_name
@@ -28,7 +29,6 @@ from stacks.region import RegionStack
 from stacks.storage import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = REPO_ROOT / "cluster_config" / "examples" / "minimal.yaml"
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,10 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
                 app.node.set_context(key, network_azs(network))
     for cluster in config.clusters:
         result[cluster.name] = _cluster_stacks(app, config, cluster, config_path)
+    federation = add_federation_stacks(app, config, result)
     for name, stacks in result.items():
         kinds: list[tuple[str, cdk.Stack | None]] = [("network", stacks.network), ("storage", stacks.storage)]
+        kinds += [("federation", s) for s in federation.get(name, [])]
         kinds += [("images", stacks.images), ("cluster", stacks.cluster), ("accounting", stacks.accounting)]
         kinds += [(kind, s) for pair in stacks.remote for kind, s in zip(("network", "region"), pair, strict=True)]
         cluster = config.cluster(name)
@@ -89,18 +91,26 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
 def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, config_path: Path) -> ClusterStacks:
     env = environment(cluster)
     name = cluster.name
-    crossing = bool(cluster.remote_regions)  # CDK cross-region references (SSM-backed) only when regions are remote
+    federation_cidrs = federation_peer_cidrs(config, name)
+    # CDK cross-region references (SSM-backed) only when regions are remote or federation peers sit elsewhere
+    crossing = bool(cluster.remote_regions) or any(
+        config.cluster(peer).region != cluster.region
+        for pair in peered_members(config)
+        if name in pair
+        for peer in pair
+    )
     remote_cidrs = tuple(c for r in cluster.remote_regions for c in network_cidrs(r.network))
     network = NetworkStack(
         app,
         stack_name(name, "network"),
         cluster=cluster,
-        peer_cidrs=remote_cidrs,
+        peer_cidrs=remote_cidrs + federation_cidrs,
         env=env,
         cross_region_references=crossing,
         description=f"Slurm cluster {name}: VPC and SGs",
     )
-    remote = [_region_stacks(app, cluster, network, remote_region) for remote_region in cluster.remote_regions]
+    owner, replica_regions = munge_sharing(config, name)
+    remote = [_region_stacks(app, cluster, network, r, owner) for r in cluster.remote_regions]
     subnets = network.compute_subnets
     common: dict[str, Any] = {"env": env, "vpc": network.vpc, "subnets": subnets}
     storage = StorageStack(
@@ -114,6 +124,9 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
     images = ImagesStack(
         app, stack_name(name, "images"), cluster=cluster, description=f"Slurm cluster {name}: AMI pipelines", **common
     )
+    for _, region_stack in remote:
+        # Image Builder writes the region's AMI parameter during the images stack's deploy
+        region_stack.add_stack_dependency(images, "launch templates resolve the AMI parameter Image Builder writes")
     accounting = None
     if config.accounting.mode == "create" and name == host_cluster(config):
         accounting = AccountingStack(
@@ -138,6 +151,8 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         database_endpoint=accounting.endpoint if accounting else config.accounting.endpoint,
         existing_database_secret_arn=config.accounting.secret_arn,
         remote_regions=[region for _, region in remote],
+        munge_owner=owner,
+        munge_replica_regions=replica_regions,
         cross_region_references=crossing,
         description=f"Slurm cluster {name}: controllers, launch templates, events, deconfigure",
         **common,
@@ -167,7 +182,7 @@ def network_cidrs(network: NewNetwork | ExistingNetwork) -> tuple[str, ...]:
 
 
 def _region_stacks(
-    app: cdk.App, cluster: Cluster, home: NetworkStack, remote: RemoteRegion
+    app: cdk.App, cluster: Cluster, home: NetworkStack, remote: RemoteRegion, munge_owner: str | None
 ) -> tuple[NetworkStack, RegionStack]:
     """The network and region stacks of one remote region, peered with the home VPC."""
     env = cdk.Environment(account=environment(cluster).account, region=remote.region)
@@ -190,6 +205,7 @@ def _region_stacks(
         home_vpc_id=home.vpc.vpc_id,
         home_region=cluster.region,
         home_cidrs=home_cidrs,
+        munge_owner=munge_owner,
         env=env,
         cross_region_references=True,
         description=f"Slurm cluster {name}: peering and launch templates in {remote.region}",
@@ -197,7 +213,7 @@ def _region_stacks(
     return network, region
 
 
-def build_app(config_path: str | Path = DEFAULT_CONFIG, outdir: str | Path | None = None) -> cdk.App:
+def build_app(config_path: str | Path, outdir: str | Path | None = None) -> cdk.App:
     """A fully built (not yet synthesized) app for `config_path`; raises cluster_config.ConfigInvalid."""
     path = Path(config_path)
     config = load(path)

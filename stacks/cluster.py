@@ -60,6 +60,8 @@ class ClusterStack(cdk.Stack):
         database_endpoint: str | None = None,
         existing_database_secret_arn: str | None = None,
         remote_regions: list[RegionStack] | None = None,
+        munge_owner: str | None = None,
+        munge_replica_regions: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -72,13 +74,7 @@ class ClusterStack(cdk.Stack):
         self._subnets = {s.availability_zone: s for s in subnets}
         self._sg = security_groups
         self._vpc = vpc
-        self.munge_key = secretsmanager.Secret(
-            self,
-            "MungeKey",
-            secret_name=munge_secret_name(cluster.name),
-            description=f"munge key of Slurm cluster {cluster.name}",
-            generate_secret_string=secretsmanager.SecretStringGenerator(password_length=128, exclude_punctuation=True),
-        )
+        self.munge_key = self._munge_key(munge_owner, munge_replica_regions)
         self.log_group = logs.LogGroup(
             self,
             "SlurmLogs",
@@ -89,7 +85,7 @@ class ClusterStack(cdk.Stack):
         self._env = env = {
             "ES_CLUSTER": cluster.name,
             "ES_REGION": self.region,
-            "ES_MUNGE_SECRET": self.munge_key.secret_arn,
+            "ES_MUNGE_SECRET": self._munge_secret_id,
             "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
             "ES_LOG_GROUP": self.log_group.log_group_name,
         }
@@ -138,19 +134,39 @@ class ClusterStack(cdk.Stack):
             self, "Deconfigure", cluster=cluster.name, mount_points=mount_points, regions=regions
         )
         self._peering_routes(subnets)
+        # Delete order: controllers first (slurmctld and the cluster manager stop, so nothing relaunches a node),
+        # then the deconfigure resource terminates the compute nodes, then everything they used.
+        self.deconfigure.run_after_deleting(*self.controllers)
         self.deconfigure.run_before_deleting(
-            *self.controllers,
             *self.launch_templates.values(),
             *self.placement_groups.values(),
             self.compute_role,
             self.compute_profile,
             self.controller_role,
             self.controller_profile,
-            self.munge_key,
             self.log_group,
         )
+        if isinstance(self.munge_key, secretsmanager.Secret):
+            self.deconfigure.run_before_deleting(self.munge_key)
         cdk.CfnOutput(self, "EventsQueueUrl", value=self.monitoring.queue.queue_url)
         cdk.CfnOutput(self, "AlertsTopicArn", value=self.monitoring.topic.topic_arn)
+
+    def _munge_key(self, owner: str | None, replica_regions: tuple[str, ...]) -> secretsmanager.ISecret:
+        """This cluster's munge key, replicated to `replica_regions` (federation members elsewhere); or, with an
+        `owner` (a federation member), the owner's key read by name: every member authenticates with one key."""
+        if owner is not None:
+            self._munge_secret_id = munge_secret_name(owner)  # the owner's secret, or its replica in this region
+            return secretsmanager.Secret.from_secret_name_v2(self, "MungeKey", self._munge_secret_id)
+        key = secretsmanager.Secret(
+            self,
+            "MungeKey",
+            secret_name=munge_secret_name(self.cluster.name),
+            description=f"munge key of Slurm cluster {self.cluster.name}",
+            generate_secret_string=secretsmanager.SecretStringGenerator(password_length=128, exclude_punctuation=True),
+            replica_regions=[secretsmanager.ReplicaRegion(region=r) for r in replica_regions],
+        )
+        self._munge_secret_id = key.secret_arn
+        return key
 
     def _node_role(self, construct_id: str, file_system_arns: list[str]) -> iam.Role:
         """Role shared by the controller and compute nodes: SSM, logs, munge key, shared file systems, parameters."""
@@ -166,10 +182,16 @@ class ClusterStack(cdk.Stack):
             iam.PolicyStatement(
                 sid="ReadClusterParameters",
                 actions=["ssm:GetParameter", "ssm:GetParameters"],
+                # every region of the cluster: launching from a template whose image is `resolve:ssm:` reads the
+                # AMI parameter of the launch region (Image Builder writes one per region)
                 resources=[
                     self.format_arn(
-                        service="ssm", resource="parameter", resource_name=f"elastic-slurm/{self.cluster.name}/*"
+                        service="ssm",
+                        region=region,
+                        resource="parameter",
+                        resource_name=f"elastic-slurm/{self.cluster.name}/*",
                     )
+                    for region in [self.region, *(r.region for r in self.remote_regions)]
                 ],
             )
         )

@@ -1,8 +1,9 @@
 """The deconfigure custom resource: a Lambda (lambdas/deconfigure) that runs first when the cluster is deleted.
 
-It depends on every other resource of the cluster stack, and the cluster stack depends on the storage, accounting
-and network stacks, so CloudFormation deletes it — terminating every compute node and detaching submit hosts —
-before launch templates, roles, file systems, the database and the VPC go.
+The controllers depend on it, so CloudFormation deletes (terminates) them first: slurmctld and the cluster manager
+are gone and cannot relaunch a node. It depends on every other resource of the cluster stack, and the cluster stack
+depends on the storage, accounting and network stacks, so CloudFormation deletes it next — terminating every compute
+node and detaching submit hosts — before launch templates, roles, file systems, the database and the VPC go.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ class Deconfigure(Construct):
             properties={"ClusterName": cluster, "MountPoints": mount_points, "Regions": regions},
             service_timeout=SERVICE_TIMEOUT,
         )
+
+    def run_after_deleting(self, *constructs: Construct) -> None:
+        """Make `constructs` depend on the custom resource: CloudFormation deletes them before it runs (and creates
+        them after it, where its Create is a no-op)."""
+        for construct in constructs:
+            construct.node.add_dependency(self.resource)
 
     def run_before_deleting(self, *constructs: Construct) -> None:
         """Make the custom resource depend on `constructs`: CloudFormation deletes it (runs it) before them."""

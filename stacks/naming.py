@@ -6,18 +6,19 @@ Pure functions only; nothing here touches CDK, so the runtime side can import it
 from __future__ import annotations
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
+from slurm_plugin.render_base import SRUN_PORT_RANGE
 
-__all__ = ["TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
+__all__ = ["SRUN_PORT_RANGE", "TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
 
 TAG_ROLE = "elastic-slurm:role"
 TAG_SUBMIT_HOST = "elastic-slurm:submit-host"  # value: the cluster a submit host belongs to
 PLACEHOLDER_ACCOUNT = "123456789012"
 
-# Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort) and the srun port range render writes into slurm.conf.
+# Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort); the srun port range is render_base.SRUN_PORT_RANGE,
+# the same constant render writes into slurm.conf as SrunPortRange.
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMDBD_PORT = 6819
-SRUN_PORT_RANGE = (60001, 63000)
 
 
 def stack_name(cluster: str, part: str) -> str:
@@ -60,12 +61,13 @@ def mounts_parameter(cluster: str) -> str:
     return f"/elastic-slurm/{cluster}/mounts"
 
 
-def home_boot_env(cluster: str, home_region: str) -> dict[str, str]:
-    """Boot environment of a node, by names (usable from any region; AWS calls go to the home region)."""
+def home_boot_env(cluster: str, home_region: str, munge_owner: str | None = None) -> dict[str, str]:
+    """Boot environment of a node, by names (usable from any region; AWS calls go to the home region). A federation
+    member reads the munge key of `munge_owner` (the federation's host cluster)."""
     return {
         "ES_CLUSTER": cluster,
         "ES_REGION": home_region,
-        "ES_MUNGE_SECRET": munge_secret_name(cluster),
+        "ES_MUNGE_SECRET": munge_secret_name(munge_owner or cluster),
         "ES_MOUNTS_PARAMETER": mounts_parameter(cluster),
         "ES_LOG_GROUP": log_group_name(cluster),
     }

@@ -1,8 +1,8 @@
 """Network stack: the cluster's VPC (new, across the configured AZs, or imported by id) and its security groups.
 
 New VPC: one private compute subnet per AZ sized by `compute_subnet_prefix`, small public subnets only to host the
-single NAT gateway, gateway/interface VPC endpoints for S3, EC2, SSM, Secrets Manager, CloudWatch Logs and SQS (the
-controller's AWS traffic then never crosses the NAT), and VPC flow logs to CloudWatch Logs.
+single NAT gateway, an S3 gateway endpoint, interface VPC endpoints for EC2, SSM, Secrets Manager, CloudWatch Logs and
+SQS unless `interface_endpoints: false` (then AWS calls cross the NAT), and VPC flow logs to CloudWatch Logs.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class NetworkStack(cdk.Stack):
         self.network = network
         self.peer_cidrs = peer_cidrs
         self.azs = network_azs(network)
+        self.creates_vpc = isinstance(network, NewNetwork)
         if isinstance(network, NewNetwork):
             self.vpc: ec2.IVpc = self._new_vpc(network)
         else:
@@ -90,6 +91,8 @@ class NetworkStack(cdk.Stack):
         )
         vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        if not network.interface_endpoints:
+            return vpc  # AWS calls go through the NAT gateway (cheaper when idle, docs/deploy.md)
         endpoints_sg = ec2.SecurityGroup(self, "Endpoints", vpc=vpc, description="Interface VPC endpoints")
         endpoints_sg.add_ingress_rule(ec2.Peer.ipv4(network.vpc_cidr), ec2.Port.tcp(443), "HTTPS from inside the VPC")
         for name, service in INTERFACE_ENDPOINTS.items():
@@ -127,8 +130,10 @@ class NetworkStack(cdk.Stack):
             ("slurmdbd", ec2.Port.tcp(SLURMDBD_PORT)),
             ("srun", ec2.Port.tcp_range(*SRUN_PORT_RANGE)),
         ]
+        # Members reach each other on every port and protocol: slurmctld/slurmd/srun, and the MPI, NCCL and EFA
+        # traffic of multi-node jobs (EFA needs all traffic to and from the group itself).
+        nodes.add_ingress_rule(nodes, ec2.Port.all_traffic(), "all traffic between cluster members (Slurm, MPI, EFA)")
         for label, port in ports:
-            nodes.add_ingress_rule(nodes, port, f"{label} between cluster members")
             for cidr in self.peer_cidrs:
                 nodes.add_ingress_rule(ec2.Peer.ipv4(cidr), port, f"{label} from cluster members in peered {cidr}")
         ssh = ec2.SecurityGroup(self, "Ssh", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: SSH access")

@@ -2,7 +2,9 @@
 
 The region's VPC and security groups come from a `NetworkStack` of their own; this stack adds the VPC peering to the
 home VPC (requested from here; same-account peering is accepted without a peer role) with routes on the remote
-side, a compute role and instance profile, and one launch template per pool that has AZs in this region. The
+side, a compute role and instance profile, one launch template per pool that has AZs in this region, and an
+EventBridge rule sending this region's EC2 events (spot interruptions, rebalance, state changes) to the home
+region's default bus. It is deployed after the images stack: the AMI parameter its templates resolve must exist. The
 home cluster stack reads the ids through CDK cross-region references and adds the home-side routes.
 """
 
@@ -12,12 +14,16 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cluster_config.checks import pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork
+from stacks.federation import peer_routes
 from stacks.launch_templates import pool_launch_template
+from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key, log_group_name, munge_secret_name
 from stacks.network import NetworkStack
 
@@ -35,22 +41,14 @@ class RegionStack(cdk.Stack):
         home_vpc_id: str,
         home_region: str,
         home_cidrs: tuple[str, ...],
+        munge_owner: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.peering = ec2.CfnVPCPeeringConnection(
             self, "Peering", vpc_id=network.vpc.vpc_id, peer_vpc_id=home_vpc_id, peer_region=home_region
         )
-        if isinstance(network.network, NewNetwork):  # imported subnets: their route tables are the operator's
-            for index, subnet in enumerate(network.compute_subnets):
-                for cidr_index, cidr in enumerate(home_cidrs):
-                    ec2.CfnRoute(
-                        self,
-                        f"ToHome{index}x{cidr_index}",
-                        route_table_id=subnet.route_table.route_table_id,
-                        destination_cidr_block=cidr,
-                        vpc_peering_connection_id=self.peering.ref,
-                    )
+        peer_routes(self, "ToHome", network, home_cidrs, self.peering.ref)
         self.compute_role = iam.Role(
             self,
             "ComputeRole",
@@ -58,14 +56,14 @@ class RegionStack(cdk.Stack):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
-        boot_env = home_boot_env(cluster.name, home_region)
+        boot_env = home_boot_env(cluster.name, home_region, munge_owner)
         home_arn = f"arn:{self.partition}:{{}}:{home_region}:{self.account}:{{}}"
         for sid, action, service, resource in [
             (
                 "ReadMungeKey",
                 "secretsmanager:GetSecretValue",
                 "secretsmanager",
-                f"secret:{munge_secret_name(cluster.name)}-*",
+                f"secret:{munge_secret_name(munge_owner or cluster.name)}-*",
             ),
             ("ReadClusterParameters", "ssm:GetParameter", "ssm", f"parameter/elastic-slurm/{cluster.name}/*"),
             ("WriteClusterLogs", "logs:PutLogEvents", "logs", f"log-group:{log_group_name(cluster.name)}:*"),
@@ -83,6 +81,7 @@ class RegionStack(cdk.Stack):
             if isinstance(remote_network, NewNetwork)
             else tuple(s.cidr for s in remote_network.subnets)
         )
+        self._forward_ec2_events(cluster.name, home_region)
         self.launch_templates: dict[str, ec2.LaunchTemplate] = {}
         for partition in cluster.partitions:
             for pool in partition.pools:
@@ -99,3 +98,19 @@ class RegionStack(cdk.Stack):
                     boot_env=boot_env,
                     placement_group=None,
                 )
+
+    def _forward_ec2_events(self, cluster: str, home_region: str) -> None:
+        """EventBridge is regional: spot interruption warnings, rebalance recommendations and state changes of this
+        region's nodes go to the home region's default bus, whose rules feed the cluster manager's queue."""
+        home_bus = events.EventBus.from_event_bus_arn(
+            self, "HomeBus", f"arn:{self.partition}:events:{home_region}:{self.account}:event-bus/default"
+        )
+        events.Rule(
+            self,
+            "Ec2EventsToHome",
+            description=f"{cluster}: EC2 events of {self.region} to the home region ({home_region})",
+            event_pattern=events.EventPattern(
+                source=["aws.ec2"], detail_type=[t for types in EC2_EVENTS.values() for t in types]
+            ),
+            targets=[targets.EventBus(home_bus)],
+        )

@@ -97,6 +97,18 @@ class StorageStack(cdk.Stack):
             string_value=self.to_json_string(self.mounts),
         )
 
+    def _backup_vault(self) -> backup.BackupVault:
+        """The EFS backup vault, retained with its recovery points when the stack is deleted. Vault names are unique
+        per account and region and CloudFormation requires one, so it carries this stack's id: a retained vault of
+        a deleted cluster never blocks deploying the same cluster again."""
+        stack_uuid = cdk.Fn.select(2, cdk.Fn.split("/", self.stack_id))
+        return backup.BackupVault(
+            self,
+            "EfsVault",
+            backup_vault_name=cdk.Fn.join("-", ["efs", stack_uuid]),
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+
     def _efs(self, conf: EfsStorage) -> None:
         throughput = efs.ThroughputMode.ELASTIC if conf.throughput_mode == "elastic" else efs.ThroughputMode.BURSTING
         file_system = efs.FileSystem(
@@ -111,7 +123,7 @@ class StorageStack(cdk.Stack):
             removal_policy=cdk.RemovalPolicy.RETAIN,  # home directories outlive the cluster; see docs/deploy.md
         )
         if conf.backup:
-            plan = backup.BackupPlan.daily35_day_retention(self, "EfsBackup")
+            plan = backup.BackupPlan.daily35_day_retention(self, "EfsBackup", self._backup_vault())
             plan.add_selection("Efs", resources=[backup.BackupResource.from_efs_file_system(file_system)])
         self.file_system_arns.append(file_system.file_system_arn)
         self.mounts.append(

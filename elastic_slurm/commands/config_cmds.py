@@ -1,4 +1,4 @@
-"""`elastic-slurm validate FILE...` and `elastic-slurm schema`: check configs and export the JSON Schema."""
+"""`elastic-slurm validate FILE... [--cache CACHE.json]` (checks + idle cost estimate) and `elastic-slurm schema`: check configs and export the JSON Schema."""
 
 from __future__ import annotations
 
@@ -9,13 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from cluster_config import ConfigInvalid, ElasticSlurmConfig, load
+from cluster_config.idle_cost import PriceLookup, cost_lines, idle_cost
 from elastic_slurm.errors import UserError
+from slurm_plugin.instance_cache import CacheError, load_cache
 
 
 def register(sub: Any) -> None:
     """Add the `validate` and `schema` subcommands."""
     validate = sub.add_parser("validate", help="validate cluster YAML files and print a summary")
     validate.add_argument("files", nargs="+", metavar="FILE", help="cluster YAML file(s)")
+    validate.add_argument(
+        "--cache",
+        metavar="CACHE.json",
+        help="instance cache (`elastic-slurm instance-cache refresh`) pricing the EC2 part of the idle cost estimate",
+    )
     validate.set_defaults(func=run_validate)
     schema = sub.add_parser("schema", help="write the JSON Schema of the cluster YAML (for editor autocompletion)")
     schema.add_argument("--out", metavar="FILE", help="write to FILE instead of stdout")
@@ -41,9 +48,26 @@ def summary(config: ElasticSlurmConfig) -> list[str]:
     return lines
 
 
+def price_lookup(cache_path: str | None) -> PriceLookup:
+    """On-demand USD/hour by (region, instance type) from the instance cache; without a cache nothing is priced."""
+    if cache_path is None:
+        return lambda _region, _itype: None
+    try:
+        cache = load_cache(cache_path)
+    except CacheError as exc:
+        raise UserError(f"--cache: {exc}") from None
+
+    def lookup(region: str, instance_type: str) -> float | None:
+        info = cache.regions.get(region, {}).get(instance_type)
+        return info.prices.on_demand if info is not None else None
+
+    return lookup
+
+
 def run_validate(args: argparse.Namespace) -> int:
     """Validate every file; print all problems of all files; exit 2 if any file is invalid."""
     failed = False
+    lookup = price_lookup(args.cache)
     for path in args.files:
         try:
             config = load(path)
@@ -53,7 +77,7 @@ def run_validate(args: argparse.Namespace) -> int:
                 print(f"{exc.source}: {error}", file=sys.stderr)
             continue
         print(f"{path}: valid")
-        for line in summary(config):
+        for line in summary(config) + cost_lines(idle_cost(config, lookup)):
             print(line)
     return 2 if failed else 0
 

@@ -35,6 +35,8 @@ def synth_command(config: Path, out: Path) -> list[str]:
 def synth_env(base: dict[str, str]) -> dict[str, str]:
     """Environment for an offline synth: no instance-metadata credential probing, no node deprecation banners."""
     env = dict(base)
+    # node_modules/.bin first: the CDK CLI and jsii run on the Node 22 LTS package.json pins, not the system node.
+    env["PATH"] = os.pathsep.join([str(CDK_CLI.parent), *filter(None, [base.get("PATH")])])
     env.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     env["CDK_DISABLE_VERSION_CHECK"] = "1"

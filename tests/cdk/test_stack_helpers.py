@@ -77,4 +77,5 @@ def test_build_app_creates_every_clusters_stacks_and_one_shared_accounting_stack
     app = build_app(EXAMPLES / "federation.yaml")
     names = sorted(child.node.id for child in app.node.children)
     expected = [f"es-{c}-{part}" for c in ("east", "west") for part in ("cluster", "images", "network", "storage")]
-    assert names == sorted([*expected, "es-east-accounting"])
+    federation = ["es-west-federation-east", "es-east-federation-west"]  # peering + routes between the members
+    assert names == sorted([*expected, "es-east-accounting", *federation])

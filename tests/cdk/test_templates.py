@@ -200,18 +200,16 @@ def test_ssh_is_open_only_to_the_configured_cidrs(assemblies: dict[str, Assembly
     assert "SecurityGroupIngress" not in next(sg for k, sg in minimal.items() if "/Ssh" in k)["Properties"]
 
 
-def test_slurm_ports_are_open_only_between_cluster_members(template: TemplateOf) -> None:
-    network = template("minimal", "es-minimal-network")
-    for port in (6817, 6818, 6819):
-        network.has_resource_properties(
-            "AWS::EC2::SecurityGroupIngress",
-            {
-                "FromPort": port,
-                "ToPort": port,
-                "GroupId": {"Fn::GetAtt": [Match.string_like_regexp("^Nodes"), "GroupId"]},
-                "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("^Nodes"), "GroupId"]},
-            },
-        )
+def test_slurm_ports_are_open_only_between_cluster_members(assemblies: dict[str, Assembly]) -> None:
+    resources = assemblies["minimal"].template_json("es-minimal-network")["Resources"]
+    (nodes_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::EC2::SecurityGroup" and k.startswith("Nodes")]
+    assert "SecurityGroupIngress" not in resources[nodes_id]["Properties"]  # no CIDR may reach the members
+    into_nodes = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["GroupId"]["Fn::GetAtt"][0] == nodes_id
+    ]
+    assert [(r["IpProtocol"], r["SourceSecurityGroupId"]["Fn::GetAtt"][0]) for r in into_nodes] == [("-1", nodes_id)]
 
 
 def test_new_vpc_has_endpoints_flow_logs_and_a_single_nat(template: TemplateOf) -> None:
@@ -222,7 +220,9 @@ def test_new_vpc_has_endpoints_flow_logs_and_a_single_nat(template: TemplateOf) 
     network.has_resource_properties("AWS::EC2::Subnet", {"CidrBlock": Match.string_like_regexp("/20$")})
 
 
-def test_deconfigure_is_deleted_before_every_other_cluster_resource(assemblies: dict[str, Assembly]) -> None:
+def test_deconfigure_is_deleted_before_every_other_cluster_resource_but_the_controllers(
+    assemblies: dict[str, Assembly],
+) -> None:
     assembly = assemblies["multi-az-gpu"]
     resources = assembly.template_json("es-gpu-cluster")["Resources"]
     (deconfigure,) = [r for r in resources.values() if r["Type"] == "Custom::ElasticSlurmDeconfigure"]
@@ -235,7 +235,8 @@ def test_deconfigure_is_deleted_before_every_other_cluster_resource(assemblies: 
     }
     launch_templates_of_pools = {k for k in must_outlive if k.startswith("Lt")}
     assert launch_templates_of_pools <= depends
-    assert {k for k in must_outlive if resources[k]["Type"] == "AWS::EC2::Instance"} <= depends
+    controllers = {k for k in must_outlive if resources[k]["Type"] == "AWS::EC2::Instance"}
+    assert not controllers & depends  # controllers go first: nothing relaunches what deconfigure terminates
     assert deconfigure["Properties"]["ServiceTimeout"] == "1200"
     dependencies = set(assembly.manifest()["artifacts"]["es-gpu-cluster"]["dependencies"])
     assert {"es-gpu-storage", "es-gpu-accounting", "es-gpu-images", "es-gpu-network"} <= dependencies

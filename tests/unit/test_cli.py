@@ -86,10 +86,11 @@ def test_valid_file_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[s
     assert main(["validate", str(path)]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    assert out.splitlines() == [
+    assert out.splitlines()[:4] == [
         f"{path}: valid",
         "  cluster minimal (us-east-1): 1 partition(s), 1 pool(s), 0 always-on / 16 max nodes",
         "  accounting=none",
+        "  estimated idle cost: at least $45/month (no jobs running; list prices, us-east-1)",
     ]
 
 

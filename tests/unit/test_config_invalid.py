@@ -412,7 +412,10 @@ INVALID_CASES = [
     Case(
         "federation_without_accounting",
         {"clusters[1]": {**CLUSTER, "name": "beta"}, "federation": FED},
-        [("federation", "a federation needs shared accounting (mode 'create' or 'existing')")],
+        [
+            ("federation", "a federation needs shared accounting (mode 'create' or 'existing')"),
+            ("clusters[1].network", "overlaps the network of federation member 'alpha'"),
+        ],
     ),
     Case(
         "federation_of_one",

@@ -64,6 +64,7 @@ def test_small_config_base_is_exact() -> None:
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
         "MailProg=/bin/true",
+        "SrunPortRange=60001-63000",
         "ProctrackType=proctrack/cgroup",
         "TaskPlugin=task/cgroup,task/affinity",
         "SelectType=select/cons_tres",

@@ -1,0 +1,142 @@
+"""Estimated idle monthly cost of a config: what a deployed cluster costs with no job running (pure).
+
+EC2 hours (controllers, `min_nodes` always-on nodes) come from a price lookup the caller builds from the instance
+cache (`elastic-slurm instance-cache refresh`); everything else from the public us-east-1 list prices below
+(approximate elsewhere). Usage-priced items (EFS bytes, S3, data transfer, logs) are left out: they are near zero on
+an idle cluster. docs/deploy.md explains each line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cluster_config.model import Cluster, ElasticSlurmConfig, NewNetwork
+
+HOURS_PER_MONTH = 730
+# USD list prices, us-east-1.
+NAT_GATEWAY_HOUR = 0.045
+INTERFACE_ENDPOINT_AZ_HOUR = 0.01
+INTERFACE_ENDPOINTS = 7  # stacks/network.py INTERFACE_ENDPOINTS
+GP3_GIB_MONTH = 0.08
+CONTROLLER_ROOT_GIB = 100  # stacks/launch_templates.py ROOT_VOLUME_GIB
+COMPUTE_ROOT_GIB = {False: 50, True: 200}
+SECRET_MONTH = 0.40
+KMS_KEY_MONTH = 1.0
+DASHBOARD_MONTH = 3.0
+AURORA_ACU_HOUR = 0.12
+AURORA_MIN_ACU = 0.5  # slurmdbd holds a connection open, so Aurora never auto-pauses at 0 ACU
+RDS_GP3_GIB_MONTH = 0.115
+RDS_STORAGE_GIB = 20
+RDS_INSTANCE_HOUR = {
+    "t4g.micro": 0.016,
+    "t4g.small": 0.032,
+    "t4g.medium": 0.065,
+    "t4g.large": 0.129,
+    "m7g.large": 0.168,
+}
+LUSTRE_GIB_MONTH = {"SCRATCH_2": 0.14, "PERSISTENT_2": 0.145}
+ONTAP_GIB_MONTH, ONTAP_MBPS_MONTH = 0.125, 0.72
+OPENZFS_GIB_MONTH, OPENZFS_MBPS_MONTH = 0.09, 0.26
+
+PriceLookup = Callable[[str, str], float | None]  # (region, instance type) -> on-demand USD/hour, None if unknown
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """Line items (what, USD per month) and what could not be priced."""
+
+    items: list[tuple[str, float]] = field(default_factory=list)
+    unpriced: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        """Sum of the priced items."""
+        return sum(usd for _, usd in self.items)
+
+
+def idle_cost(config: ElasticSlurmConfig, on_demand: PriceLookup) -> CostEstimate:
+    """The idle monthly cost of every cluster of `config` plus its shared accounting database."""
+    estimate = CostEstimate()
+    for cluster in config.clusters:
+        _cluster(cluster, on_demand, estimate)
+    _accounting(config, estimate)
+    return estimate
+
+
+def _hourly(estimate: CostEstimate, what: str, count: int, price: float | None) -> None:
+    if count == 0:
+        return
+    if price is None:
+        estimate.unpriced.append(what)
+    else:
+        estimate.items.append((what, count * price * HOURS_PER_MONTH))
+
+
+def _cluster(cluster: Cluster, on_demand: PriceLookup, estimate: CostEstimate) -> None:
+    name, items = cluster.name, estimate.items
+    controller = cluster.controller
+    _hourly(
+        estimate,
+        f"{name}: {controller.count} controller(s) {controller.instance_type}",
+        controller.count,
+        on_demand(cluster.region, controller.instance_type),
+    )
+    items.append((f"{name}: controller root volumes", controller.count * CONTROLLER_ROOT_GIB * GP3_GIB_MONTH))
+    for partition in cluster.partitions:
+        for pool in partition.pools:
+            if pool.min_nodes:
+                itype = pool.instance_types[0]
+                label = f"{name}: {pool.min_nodes} always-on {partition.name}-{pool.name} node(s) {itype}"
+                _hourly(estimate, label, pool.min_nodes, on_demand(cluster.region, itype))
+                volume = COMPUTE_ROOT_GIB[pool.gpu is not None] * GP3_GIB_MONTH
+                items.append((f"{label}: root volumes", pool.min_nodes * volume))
+    networks = [cluster.network, *(r.network for r in cluster.remote_regions)]
+    for network in networks:
+        if isinstance(network, NewNetwork):
+            items.append((f"{name}: NAT gateway ({network.vpc_cidr})", NAT_GATEWAY_HOUR * HOURS_PER_MONTH))
+            if network.interface_endpoints:
+                azs = len(network.availability_zones)
+                per_month = INTERFACE_ENDPOINTS * azs * INTERFACE_ENDPOINT_AZ_HOUR * HOURS_PER_MONTH
+                items.append((f"{name}: {INTERFACE_ENDPOINTS} interface endpoints x {azs} AZs", per_month))
+    storage = cluster.storage
+    if storage.fsx_lustre:
+        lustre = storage.fsx_lustre
+        gib = lustre.storage_capacity_gib * LUSTRE_GIB_MONTH[lustre.deployment_type]
+        items.append((f"{name}: FSx for Lustre {lustre.storage_capacity_gib} GiB", gib))
+    if storage.fsx_ontap:
+        ontap = storage.fsx_ontap
+        usd = ontap.storage_capacity_gib * ONTAP_GIB_MONTH + ontap.throughput_mbps * ONTAP_MBPS_MONTH
+        items.append((f"{name}: FSx for ONTAP", usd))
+    if storage.fsx_openzfs:
+        zfs = storage.fsx_openzfs
+        usd = zfs.storage_capacity_gib * OPENZFS_GIB_MONTH + zfs.throughput_mbps * OPENZFS_MBPS_MONTH
+        items.append((f"{name}: FSx for OpenZFS", usd))
+    items.append((f"{name}: munge secret, alerts KMS key, dashboard", SECRET_MONTH + KMS_KEY_MONTH + DASHBOARD_MONTH))
+
+
+def _accounting(config: ElasticSlurmConfig, estimate: CostEstimate) -> None:
+    accounting = config.accounting
+    if accounting.mode != "create":
+        return
+    if accounting.engine == "aurora_serverless_v2":
+        usd = AURORA_MIN_ACU * AURORA_ACU_HOUR * HOURS_PER_MONTH
+        estimate.items.append((f"accounting: Aurora Serverless v2 at its {AURORA_MIN_ACU} ACU floor", usd))
+    else:
+        _hourly(
+            estimate,
+            f"accounting: RDS MariaDB db.{accounting.instance_class}",
+            1,
+            RDS_INSTANCE_HOUR.get(accounting.instance_class),
+        )
+        estimate.items.append(("accounting: RDS storage", RDS_STORAGE_GIB * RDS_GP3_GIB_MONTH))
+    estimate.items.append(("accounting: database secret", SECRET_MONTH))
+
+
+def cost_lines(estimate: CostEstimate) -> list[str]:
+    """The estimate as printable lines: the total first, then the items, then what is not priced."""
+    floor = "at least " if estimate.unpriced else ""
+    lines = [f"  estimated idle cost: {floor}${estimate.total:,.0f}/month (no jobs running; list prices, us-east-1)"]
+    lines += [f"    ${usd:9,.2f}  {what}" for what, usd in estimate.items]
+    lines += [f"    not priced (not in the instance cache, see --cache): {what}" for what in estimate.unpriced]
+    return lines
