@@ -38,16 +38,17 @@ class SlurmVersion:
         return (self.major, self.minor) >= (23, 2)
 
     @property
-    def absolute_allowed(self) -> bool:
-        """Slurm >= 23.02 gives clusters `allowed=` license counts instead of `percentallowed=` percentages."""
+    def allowed_keyword(self) -> bool:
+        """Slurm >= 23.02 names a cluster's share `allowed=` (22.05: `percentallowed=`). It stays a percentage unless
+        the resource has Flags=Absolute, which we do not set (measured on 26.05: allowed=50 of 50 licenses gives
+        slurmctld 25)."""
         return (self.major, self.minor) >= (23, 2)
 
 
 class Resource(_Frozen):
     """A remote license (sacctmgr resource).
 
-    `allowed` is cluster → percent in a desired state; in a current state it is what sacctmgr shows: percent on 22.05,
-    a count from 23.02 (`diff` converts the desired percentages with `to_allowed`).
+    `allowed` is cluster → percent of `count`, in a desired state and as sacctmgr shows it (every supported release).
     """
 
     name: str
@@ -120,13 +121,6 @@ def license_shares(lic: License, cluster_names: list[str]) -> dict[str, int]:
         return dict(lic.clusters)
     share = 100 // len(cluster_names)
     return {name: share for name in cluster_names}
-
-
-def to_allowed(shares: dict[str, int], count: int, version: SlurmVersion) -> dict[str, int]:
-    """Shares in the unit the Slurm version uses (percent, or absolute counts from 23.02)."""
-    if version.absolute_allowed:
-        return {cluster: count * pct // 100 for cluster, pct in shares.items()}
-    return dict(shares)
 
 
 def desired_state(config: ElasticSlurmConfig) -> AccountingState:
@@ -291,7 +285,7 @@ def _users(current: AccountingState, desired: AccountingState) -> Iterator[Chang
 
 
 def _share_arg(version: SlurmVersion) -> str:
-    return "allowed" if version.absolute_allowed else "percentallowed"
+    return "allowed" if version.allowed_keyword else "percentallowed"
 
 
 def _resources(current: AccountingState, desired: AccountingState, version: SlurmVersion) -> Iterator[Change]:
@@ -300,8 +294,7 @@ def _resources(current: AccountingState, desired: AccountingState, version: Slur
     for key, old in current.resources.items():
         if old.description == MANAGED_MARK and key not in desired.resources:
             yield Change(("delete", "resource", "where", f"name={old.name}", f"server={old.server}"), f"remove {key}")
-    for key, wanted in desired.resources.items():
-        want = wanted.model_copy(update={"allowed": to_allowed(wanted.allowed, wanted.count, version)})
+    for key, want in desired.resources.items():
         where = (f"name={want.name}", f"server={want.server}")
         have = current.resources.get(key)
         if have is None:

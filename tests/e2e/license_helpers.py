@@ -53,7 +53,7 @@ def run_license_sync(
     state.mkdir(exist_ok=True)
     os.chown(state, slurm.uid, slurm.gid)
     argv = ["/opt/elastic-slurm/bin/slurm-license-sync", "--config", str(sync_file), "--state-dir", str(state)]
-    inside = [p for p in env["PATH"].split(":") if p.startswith(str(layout.root))]
+    inside = [p for p in env["PATH"].split(":") if p.startswith(str(layout.root)) and p != str(layout.hostbin)]
     run_env = enter.user_env(slurm, {"PATH": ":".join([*inside, enter.ROOT_PATH])})
     return subprocess.run(
         enter.argv(view, argv, slurm, cwd=str(layout.root)), env=run_env, capture_output=True, text=True, timeout=60

@@ -58,14 +58,15 @@ class Dbd:
         ).stdout
         return [line for line in out.splitlines() if line.strip()]
 
-    def licenses_in_slurmctld(self) -> dict[str, str]:
+    def licenses_in_slurmctld(self, field: str = "Total") -> dict[str, str]:
+        """License name -> `field` (Total, LastConsumed, ...) as slurmctld has it."""
         out = subprocess.run(
             ["scontrol", "show", "licenses", "-o"], env=self.env, capture_output=True, text=True, timeout=30, check=True
         ).stdout
         found = {}
         for line in out.splitlines():
             fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
-            found[fields["LicenseName"]] = fields["Total"]
+            found[fields["LicenseName"]] = fields.get(field, "")
         return found
 
 
@@ -128,19 +129,20 @@ def dbd() -> Iterator[Dbd]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _cluster(name: str) -> dict[str, Any]:
+def _cluster(name: str, second_octet: int) -> dict[str, Any]:
+    # federation members are peered: their VPCs must not overlap
     return {
         "name": name,
         "region": "us-east-1",
         "storage": {"efs": {}},
-        "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+        "network": {"mode": "create", "vpc_cidr": f"127.{second_octet}.0.0/16", "availability_zones": ["us-east-1a"]},
         "partitions": [{"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}],
     }
 
 
 def make_config(**changes: Any) -> ElasticSlurmConfig:
     data: dict[str, Any] = {
-        "clusters": [_cluster("alpha"), _cluster("beta")],
+        "clusters": [_cluster("alpha", 16), _cluster("beta", 17)],
         "accounting": {"mode": "create"},
         "licenses": [
             {
@@ -194,14 +196,15 @@ def test_second_apply_changes_nothing(dbd: Dbd, applied: ElasticSlurmConfig) -> 
 
 def test_licenses_show_up_as_remote_licenses_with_their_shares(dbd: Dbd, applied: ElasticSlurmConfig) -> None:
     rows = set(dbd.show("resource", "withclusters", "format=name,server,servertype,count,cluster,allowed"))
-    # Slurm 23.02+ (24.11, 26.05): `allowed` is a count of licenses (the config's percentage of the total)
-    assert "vcs|flexsrv1|flexlm|50|alpha|50" in rows
-    assert {"xcelium|licsrv2|rlm|20|alpha|12", "xcelium|licsrv2|rlm|20|beta|8"} <= rows
-    assert {"matlab|slurmdb||8|alpha|4", "matlab|slurmdb||8|beta|4"} <= rows
+    # `allowed` is each cluster's percentage of the count (slurmctld gets count * allowed / 100)
+    assert "vcs|flexsrv1|flexlm|50|alpha|100" in rows
+    assert {"xcelium|licsrv2|rlm|20|alpha|60", "xcelium|licsrv2|rlm|20|beta|40"} <= rows
+    assert {"matlab|slurmdb||8|alpha|50", "matlab|slurmdb||8|beta|50"} <= rows
 
 
 def test_slurmctld_sees_its_share_of_each_remote_license(dbd: Dbd, applied: ElasticSlurmConfig) -> None:
-    assert procs.wait_until(lambda: dbd.licenses_in_slurmctld().get("xcelium@licsrv2") == "12", 20)
+    seen = procs.wait_until(lambda: dbd.licenses_in_slurmctld().get("xcelium@licsrv2") == "12", 20)
+    assert seen, dbd.licenses_in_slurmctld()
     assert dbd.licenses_in_slurmctld()["matlab@slurmdb"] == "4"
 
 
@@ -239,7 +242,7 @@ def test_config_changes_are_applied_once_then_stable(dbd: Dbd, applied: ElasticS
     assert apply(dbd.sacctmgr(), desired_state(changed))
     assert plan(dbd.sacctmgr(), desired_state(changed))[1] == []
     rows = set(dbd.show("resource", "withclusters", "format=name,count,cluster,allowed"))
-    assert {"xcelium|20|alpha|6", "xcelium|20|beta|14", "matlab|12|alpha|6"} <= rows  # counts: 30%, 70%, 50%
+    assert {"xcelium|20|alpha|30", "xcelium|20|beta|70", "matlab|12|alpha|50"} <= rows
     # and back: the module's other tests see the original state again
     apply(dbd.sacctmgr(), desired_state(applied))
     assert plan(dbd.sacctmgr(), desired_state(applied))[1] == []
@@ -267,28 +270,34 @@ def _count(dbd: Dbd, name: str) -> int:
     return int(next(row.split("|")[1] for row in dbd.show("resource", "format=name,count") if row.startswith(name)))
 
 
+def _consumed(dbd: Dbd, name: str) -> int:
+    rows = dbd.show("resource", "format=name,lastconsumed")
+    return int(next(row.split("|")[1] for row in rows if row.startswith(name)) or 0)
+
+
 def test_sync_sets_count_from_the_license_server_then_server_down_keeps_it(
     dbd: Dbd, applied: ElasticSlurmConfig
 ) -> None:
     state_file = dbd.layout.state / "license-sync" / "license-sync.json"
     up = _sync(dbd, applied, _fake_lmutil(dbd, "v11_16_eda.txt", 0))
     assert up.returncode == 0, up.stderr
-    assert _count(dbd, "vcs") == 38  # 50 issued, 12 used outside Slurm (no job holds any)
-    assert procs.wait_until(lambda: dbd.licenses_in_slurmctld().get("vcs@flexsrv1") == "38", 20)
+    # Slurm 23.02+: count = issued, LastConsumed = used outside Slurm (slurmctld subtracts it itself)
+    assert (_count(dbd, "vcs"), _consumed(dbd, "vcs")) == (50, 12)
+    assert procs.wait_until(lambda: dbd.licenses_in_slurmctld("LastConsumed").get("vcs@flexsrv1") == "12", 20)
     # the rlm server of xcelium has no rlmutil here: logged and counted, not fatal
     assert "5053@licsrv2" in json.loads(state_file.read_text())["servers"]
 
     down = _sync(dbd, applied, _fake_lmutil(dbd, "server_down.txt", 1))
     assert down.returncode == 0, down.stderr
     assert "Cannot connect to license server" in down.stderr
-    assert _count(dbd, "vcs") == 38
+    assert (_count(dbd, "vcs"), _consumed(dbd, "vcs")) == (50, 12)  # the last good values stay
     health = json.loads(state_file.read_text())["servers"]["27020@flexsrv1"]
     assert health["consecutive_failures"] == 1
-    assert json.loads(state_file.read_text())["licenses"]["vcs@flexsrv1"]["count"] == 38
+    assert json.loads(state_file.read_text())["licenses"]["vcs@flexsrv1"]["count"] == 50
 
     garbage = _sync(dbd, applied, _fake_lmutil(dbd, "garbage.txt", 0))
     assert garbage.returncode == 0
-    assert _count(dbd, "vcs") == 38
+    assert (_count(dbd, "vcs"), _consumed(dbd, "vcs")) == (50, 12)
 
 
 def test_config_apply_does_not_reset_a_synced_count(dbd: Dbd, applied: ElasticSlurmConfig) -> None:
@@ -333,7 +342,7 @@ def test_new_cluster_in_the_config_gets_registered_with_accounts_and_users(
     dbd: Dbd, applied: ElasticSlurmConfig
 ) -> None:
     data = applied.model_dump(mode="json")
-    data["clusters"].append({**data["clusters"][0], "name": "gamma"})
+    data["clusters"].append(_cluster("gamma", 18))
     grown = parse(data)
     apply(dbd.sacctmgr(), desired_state(grown))
     assert plan(dbd.sacctmgr(), desired_state(grown))[1] == []
@@ -341,5 +350,4 @@ def test_new_cluster_in_the_config_gets_registered_with_accounts_and_users(
     assert {"gamma|chip|", "gamma|chip|alice", "gamma|ml|bob"} <= set(
         dbd.show("association", "format=cluster,account,user")
     )
-    # 8 licenses split evenly over three clusters: 33% each, a count of 2
-    assert "matlab|gamma|2" in dbd.show("resource", "withclusters", "format=name,cluster,allowed")
+    assert "matlab|gamma|33" in dbd.show("resource", "withclusters", "format=name,cluster,allowed")

@@ -22,12 +22,17 @@ V22 = SlurmVersion(22, 5)
 V23 = SlurmVersion(23, 2)
 
 
+_CIDRS = {"east": "127.16.0.0/16", "west": "127.17.0.0/16"}
+
+
 def cluster(name: str) -> dict[str, Any]:
+    # federation members are peered: disjoint VPCs
+    cidr = _CIDRS.get(name, "127.18.0.0/16")
     return {
         "name": name,
         "region": "us-east-1",
         "storage": {"efs": {}},
-        "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+        "network": {"mode": "create", "vpc_cidr": cidr, "availability_zones": ["us-east-1a"]},
         "partitions": [{"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}],
     }
 
@@ -135,10 +140,12 @@ def test_license_removed_from_the_config_is_deleted_only_if_ours() -> None:
     assert argvs(current, desired) == ["delete resource where name=gone server=lic1"]
 
 
-def test_slurm_23_02_shares_are_absolute_counts_with_allowed() -> None:
+def test_slurm_23_02_and_later_shares_are_percentages_named_allowed() -> None:
+    # `allowed=` replaced `percentallowed=` but stays a percentage without Flags=Absolute: slurmctld 26.05 turned
+    # allowed=50 of a 50-license resource into 25 licenses (tests/e2e/test_accounting_real.py runs it for real)
     commands = [c for c in argvs(AccountingState(), desired_state(FULL), V23) if "name=vcs" in c]
-    assert commands[0].endswith("cluster=west allowed=20")
-    assert commands[1].endswith("cluster=east allowed=30")
+    assert commands[0].endswith("cluster=west allowed=40")
+    assert commands[1].endswith("cluster=east allowed=60")
 
 
 def test_cluster_features_are_managed_only_for_federation_members() -> None:
