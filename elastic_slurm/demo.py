@@ -3,7 +3,8 @@
 Steps: validate every example config; bring the local cloud up with `local-demo.yaml` (real slurmctld/slurmd/slurmdbd,
 emulated EC2); submit single-node jobs, one 4-node job and a 20-task job array; show nodes powering up across AZs
 while jobs run; wait for scale-down and for every instance to be terminated; print a summary. The last line is
-machine-readable: `demo: J jobs completed, F failed, I instances left running, N nodes launched in Z AZs`.
+machine-readable: `demo: J jobs completed, F failed, I instances left running, N nodes launched in Z AZs, Slurm V`.
+The workload is submitted by an ordinary user (neither root nor a Slurm admin), as on a real cluster.
 Nothing is left running unless `--keep` is given.
 """
 
@@ -25,6 +26,7 @@ from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.faults import CapacityFault, Faults
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT
 from localcloud.ops import LIVE, OpsError
+from localcloud.slurm_root import JOB_USER
 
 DEMO_CONFIG = REPO_ROOT / "cluster_config" / "examples" / "local-demo.yaml"
 JOB_TIMEOUT = 240
@@ -58,11 +60,13 @@ def submit_workload(cloud: LocalCloud) -> dict[str, str]:
     """Submit the sample workload; returns job id → description."""
     jobs: dict[str, str] = {}
     for i in range(1, 4):
-        jid = cloud.sbatch("-J", f"single{i}", wrap=f"echo single {i} on $(hostname -s) $SLURMD_NODENAME; sleep 4")
+        jid = cloud.sbatch(
+            "-J", f"single{i}", wrap=f"echo single {i} on $(hostname -s) $SLURMD_NODENAME; sleep 4", user=JOB_USER
+        )
         jobs[jid] = f"single-node job {i}"
-    jid = cloud.sbatch("-J", "mpi4", "-N", "4", wrap="srun -l printenv SLURMD_NODENAME; sleep 3")
+    jid = cloud.sbatch("-J", "mpi4", "-N", "4", wrap="srun -l printenv SLURMD_NODENAME; sleep 3", user=JOB_USER)
     jobs[jid] = "4-node job (all-or-nothing launch)"
-    jid = cloud.sbatch("-J", "array20", "--array=1-20", wrap="echo task $SLURM_ARRAY_TASK_ID; sleep 2")
+    jid = cloud.sbatch("-J", "array20", "--array=1-20", wrap="echo task $SLURM_ARRAY_TASK_ID; sleep 2", user=JOB_USER)
     jobs[jid] = "job array, 20 tasks"
     return jobs
 
@@ -206,7 +210,7 @@ def _summary(
         _say(f"  problem: {failure}")
     _say(
         f"demo: {completed} jobs completed, {failed} failed, {left} instances left running, "
-        f"{len(everything)} nodes launched in {len(azs)} AZs"
+        f"{len(everything)} nodes launched in {len(azs)} AZs, Slurm {cloud.info().slurm_version}"
     )
     return 0 if failed == 0 and left == 0 and not failures and rows else 1
 

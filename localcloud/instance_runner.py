@@ -244,18 +244,22 @@ def stop_instance_processes(
 ) -> None:
     """Stop an emulated instance: freeze and kill all of its processes (procs.vanish).
 
-    Members are processes in the instance's time namespace or session that also carry one of `markers`
-    (see `instance_markers`); never the host's namespace, never sessions 0/1, never more than `limit` processes.
+    Members: every process of the instance's time namespace once one of them carries one of `markers` (see
+    `instance_markers`), and the processes of its session that carry one; never the host's namespace, never sessions
+    0/1, never more than `limit` processes.
     """
     if not markers:
         return
 
     def members() -> list[int]:
-        found = set(procs.pids_in_time_namespace(namespace))
+        # The instance's time namespace is proven ours by a marked process in it (its slurmd); then every process
+        # in it belongs to the instance — slurmstepd, for one, does not keep slurmd's environment.
+        in_namespace = set(procs.pids_in_time_namespace(namespace))
+        found = in_namespace if any(procs.environ_has(p, markers) for p in in_namespace) else set()
         if procs.is_ours(session, ""):
-            found |= set(procs.pids_in_session(session))
+            found |= {p for p in procs.pids_in_session(session) if procs.environ_has(p, markers)}
         found.discard(os.getpid())
-        return sorted(p for p in found if procs.environ_has(p, markers))[:limit]
+        return sorted(found)[:limit]
 
     # EC2 ended the instance: everything on it stops at once, nothing gets to report (see procs.vanish)
     for _ in range(3):

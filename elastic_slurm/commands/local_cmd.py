@@ -69,7 +69,7 @@ def run_up(args: argparse.Namespace) -> int:
     if args.boot_delay < 0:
         raise UserError(f"--boot-delay: must not be negative, got {args.boot_delay}")
     if os.geteuid() != 0:
-        raise UserError("local up: must run as root (slurmd/slurmctld run as root in the local cloud)")
+        raise UserError("local up: must run as root (the local cloud's machines are mount namespaces over a chroot)")
     if args.all_clusters:
         return _up_all_clusters(args)
     cloud = _cloud(args)
@@ -77,8 +77,8 @@ def run_up(args: argparse.Namespace) -> int:
         info = cloud.up(args.config, args.cluster, args.boot_delay, args.boot_failure_rate)
     except LocalCloudError as exc:
         raise UserError(str(exc).splitlines()[0]) from None
-    print(f"local cloud '{info.cluster}' is up; state dir {cloud.layout.root}")
-    print(f"  export SLURM_CONF={cloud.layout.slurm_conf}")
+    print(f"local cloud '{info.cluster}' is up (Slurm {info.slurm_version}); state dir {cloud.layout.root}")
+    print(f"  export PATH={cloud.layout.hostbin}:$PATH   # this cluster's own Slurm clients")
     print(f"  emulated AWS: {info.aws_endpoint_url} (regions: {', '.join(info.regions)})")
     print("  try: sbatch --wrap hostname; squeue; sinfo; elastic-slurm local status; elastic-slurm local down")
     return 0
@@ -104,7 +104,7 @@ def _up_all_clusters(args: argparse.Namespace) -> int:
     except LocalCloudError as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     for name, cloud in federation.clouds().items():
-        print(f"local cloud '{name}' is up:  export SLURM_CONF={cloud.layout.slurm_conf}")
+        print(f"local cloud '{name}' is up:  export PATH={cloud.layout.hostbin}:$PATH")
     print("  try: sbatch -M <cluster> --wrap hostname; squeue --sibling; sacct -M all; elastic-slurm local down")
     return 0
 

@@ -155,11 +155,9 @@ def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
     holder = subprocess.Popen(["nsenter", f"--time=/proc/{slurmd}/ns/time", "sleep", "900"])
     mgr.cloud.wait_until(lambda: procs.time_namespace(holder.pid) == namespace, 10, "namespace holder")
     markers = instance_markers("", mgr.cloud.layout.root)  # only processes that carry this cloud's marker
-    members = [
-        pid
-        for pid in procs.pids_in_time_namespace(namespace)
-        if pid not in (holder.pid, os.getpid()) and procs.environ_has(pid, markers)
-    ]
+    # the namespace is the instance's (its slurmd carries this cloud's marker): all of it goes, slurmstepd included
+    assert procs.environ_has(slurmd, markers)
+    members = [pid for pid in procs.pids_in_time_namespace(namespace) if pid not in (holder.pid, os.getpid())]
     assert slurmd in members and len(members) < 20, members
     procs.vanish(members)
     return holder
