@@ -307,7 +307,7 @@ class LocalCloud(CloudOps):
         write_manifest(rendered.manifest, layout.manifest)
         self._write_wrappers(aws.url)
         (layout.etc / "cgroup.conf").write_text(conf.cgroup_conf())
-        shared_mount = shared_mount_of(cluster)
+        shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
         accounting = True
         db_password = secrets.token_hex(12)
         hostname = socket.gethostname().split(".")[0]

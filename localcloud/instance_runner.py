@@ -239,9 +239,7 @@ def instance_markers(instance_id: str, cloud_root: Path) -> list[bytes]:
     return markers
 
 
-def stop_instance_processes(
-    session: int, namespace: str, markers: Sequence[bytes], limit: int = 200
-) -> None:
+def stop_instance_processes(session: int, namespace: str, markers: Sequence[bytes], limit: int = 200) -> None:
     """Stop an emulated instance: freeze and kill all of its processes (procs.vanish).
 
     Members: every process of the instance's time namespace once one of them carries one of `markers` (see

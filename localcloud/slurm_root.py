@@ -150,8 +150,8 @@ def _customize(root: Path) -> None:
         ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(BIND_SOURCE_C), "-ldl"], check=True, capture_output=True
     )
     # no slurm.conf and no munge key in the image: the controller renders one, compute nodes run configless
-    for path in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
-        (root / path).unlink(missing_ok=True)
+    for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
+        (root / leftover).unlink(missing_ok=True)
     # Debian unstable's plugstack.conf includes a glob slurmctld warns about; ours includes nothing
     (root / "etc/slurm/plugstack.conf").write_text("# elastic-slurm: no SPANK plugins\n")
 

@@ -33,7 +33,9 @@ class BaseSettings:
     """What only the boot script knows, and the production paths (tests redirect them to a temporary directory)."""
 
     controller_hosts: tuple[str, ...]  # "name" or "name(address)"; first is the primary, second the backup
-    fragments_path: str = "/etc/slurm/slurm-elastic.conf"  # must sit beside slurm.conf (configless): only its name is used
+    fragments_path: str = (
+        "/etc/slurm/slurm-elastic.conf"  # must sit beside slurm.conf (configless): only its name is used
+    )
     slurmdbd_host: str | None = None  # needed when accounting.mode is not none
     state_save_location: str | None = None  # default: <shared mount>/slurm/state/<cluster>
     log_dir: str = "/var/log/slurm"

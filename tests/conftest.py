@@ -35,5 +35,6 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
     yield emulated_aws
     emulated_aws.clear_faults()
 
+
 # fixtures shared by the tests that run Slurm from the local cloud's root
 from tests.slurm_in_root import munge_socket  # noqa: E402, F401

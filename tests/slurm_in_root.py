@@ -39,6 +39,17 @@ def root_env(**extra: str) -> dict[str, str]:
     return enter.user_env(enter.user(slurm_root.root_path(), "root"), extra)
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a daemon the test started (SIGTERM, SIGKILL after 20 s)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="module")
 def munge_socket() -> Iterator[Path]:
     """A munged of the root with its own key and socket under /var/tmp (munged wants every directory above its
@@ -68,10 +79,5 @@ def munge_socket() -> Iterator[Path]:
         assert sock.exists() and proc.poll() is None, "munged died"
         yield sock
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         shutil.rmtree(root, ignore_errors=True)

@@ -88,8 +88,6 @@ class Fed:
         self.a.wait_until(lambda: record in self.accounted(job_id), 30, f"sacct record {record} of job {job_id}")
 
 
-
-
 @pytest.fixture(scope="module")
 def fed(request: pytest.FixtureRequest) -> Iterator[Fed]:
     reason = missing_prereqs()

@@ -61,8 +61,6 @@ class Runs:
         return path.read_text() if path.exists() else f"(no {path})"
 
 
-
-
 def _root(job_id: str) -> str:
     """The job id of an array task (`id_n`, `id_[1-3%2]`) or hetjob component (`id+n`)."""
     return re.split(r"[_+]", job_id)[0]

@@ -20,7 +20,7 @@ from cluster_config import load
 from slurm_plugin.render import RenderOptions, render_cluster
 from slurm_plugin.render_base import BaseSettings, render_base_conf, render_cgroup_conf
 from slurm_plugin.render_manifest import placeholder_infra
-from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env
+from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
 from tests.unit.cache_fixture import fixture_cache
 from tests.unit.test_render_slurm_parse import READY, SLURMCTLD, _free_port
 
@@ -32,16 +32,6 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(not available(), reason=SKIP_REASON),
 ]
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _wait(check: object, seconds: float) -> bool:
@@ -116,7 +106,7 @@ def test_slurmctld_starts_from_the_production_base(controllers: int, munge_socke
             if shown.returncode == 0:
                 break
     finally:
-        _stop(proc)
+        stop(proc)
     assert shown.returncode == 0, shown.stderr
     config_lines = [" ".join(line.split()) for line in shown.stdout.splitlines()]
     assert "ClusterName = minimal" in config_lines

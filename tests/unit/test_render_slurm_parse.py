@@ -17,7 +17,7 @@ import pytest
 from cluster_config import load
 from slurm_plugin.render import RenderOptions, render_cluster
 from slurm_plugin.render_manifest import placeholder_infra
-from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env
+from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
 from tests.unit.cache_fixture import fixture_cache
 
 SLURMCTLD = Path("/usr/sbin/slurmctld")  # inside the root
@@ -80,13 +80,7 @@ def _slurmctld_accepts(root: Path, munge: Path) -> str:
             time.sleep(0.2)
         return log.read_text(errors="replace") if log.exists() else ""
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
