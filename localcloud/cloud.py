@@ -22,7 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import conf, daemons, enter, machines, procs, slurm_root
+from localcloud import boot_data, conf, daemons, enter, machines, procs, slurm_root
 from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
@@ -88,6 +88,7 @@ class CloudInfo:
     slurm_root: str = ""
     slurm_version: str = ""
     shared_mount: str = "/shared"
+    compute_user_data: dict[str, str] = field(default_factory=dict)  # the values of the compute user data
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -182,7 +183,7 @@ class LocalCloud(CloudOps):
     def instance_view(self, instance_id: str) -> enter.View:
         """An instance's view of the root (what its processes see)."""
         info = self.info()
-        return machines.instance_view(self.layout, Path(info.slurm_root), instance_id, info.shared_mount)
+        return machines.instance_view(self.layout, Path(info.slurm_root), instance_id)
 
     def aws(self) -> EmulatedAws:
         """A handle on the running emulated AWS (faults, call counts, clients); never used to stop it."""
@@ -308,6 +309,15 @@ class LocalCloud(CloudOps):
         self._write_wrappers(aws.url)
         (layout.etc / "cgroup.conf").write_text(conf.cgroup_conf())
         shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
+        boot = boot_data.publish(
+            factory,
+            layout,
+            cluster.name,
+            cluster.region,
+            shared_mount,
+            conf_server=f"127.0.0.1:{ports.slurmctld}",
+            munge_secret=shared.info().compute_user_data.get("ES_MUNGE_SECRET") if shared is not None else None,
+        )
         accounting = True
         db_password = secrets.token_hex(12)
         hostname = socket.gethostname().split(".")[0]
@@ -327,6 +337,7 @@ class LocalCloud(CloudOps):
             slurm_root=str(self._root),
             slurm_version=slurm_root.slurm_version(self._root),
             shared_mount=shared_mount,
+            compute_user_data=boot.values,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         view = machines.controller_view(layout, self._root, shared_mount)

@@ -65,7 +65,9 @@ def _script(view: View) -> str:
         lines.append(f'mount --rbind /{fs} "$r/{fs}"')
     for host, inside in ((str(REPO_ROOT), SRC_IN_ROOT), *view.binds):
         target = '"$r"' + shlex.quote(inside)
-        lines.append(f"mkdir -p {target} && mount --bind {shlex.quote(host)} {target}")
+        # a file is bound onto a file (e.g. /etc/hosts), a directory onto a directory
+        make = f"mkdir -p {target}" if not Path(host).is_file() else f"[ -e {target} ] || touch {target}"
+        lines.append(f"{make}; mount --bind {shlex.quote(host)} {target}")
     lines.append('exec "$@"')
     return "; ".join(lines)
 

@@ -29,14 +29,15 @@ from typing import Any
 import boto3
 
 from localcloud import enter, machines, procs
+from localcloud.boot_data import BootData, write_user_data
 from localcloud.daemons import CLOUD_MARKER
+from localcloud.emulated_aws import DUMMY_CREDENTIALS
 from localcloud.layout import Layout
 from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
 from slurm_plugin.manifest import TAG_CLUSTER
 
 LOG = logging.getLogger("instance-runner")
-BOOTSTRAP = f"{BIN_IN_ROOT}/elastic-slurm-node-bootstrap"  # inside the Slurm root, as in the image
 POLL_SECONDS = 1.0
 
 
@@ -100,8 +101,8 @@ class Runner:
         self.cluster: str = cloud["cluster"]
         self.node_wait = int(cloud.get("resume_timeout", 300))
         self.root = Path(cloud["slurm_root"])
-        self.shared_mount = str(cloud.get("shared_mount") or "/shared")
-        self.conf_server = f"127.0.0.1:{cloud['ports']['slurmctld']}"
+        self.user_data = BootData(values=dict(cloud["compute_user_data"]))
+        self.aws_endpoint = str(cloud["aws_endpoint_url"])
         self.clients = {region: ec2_client(cloud["aws_endpoint_url"], region) for region in cloud["regions"]}
         self.tracked: dict[str, Tracked] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -142,7 +143,11 @@ class Runner:
         self._write_status(observed)
 
     def _boot(self, item: Tracked) -> None:
-        """Run the image's node bootstrap on the instance's view of the root, configless, as root (as cloud-init)."""
+        """Run the compute user data of the launch templates (stacks/user_data.py) on the instance's view of the root,
+        as root, as cloud-init would: it installs the munge key from the emulated Secrets Manager, starts munged,
+        mounts the shared file system from the SSM mounts parameter, reads the controllers' address from it and execs
+        the image's node bootstrap (configless slurmd). IMDS and the instance profile are stood in for by the
+        environment (private IP, instance id, the emulated endpoint and credentials)."""
         inst = item.observed
         env = enter.user_env(
             enter.user(self.root, "root"),
@@ -151,18 +156,19 @@ class Runner:
                 "ELASTIC_SLURM_INSTANCE_ID": inst.instance_id,
                 "ELASTIC_SLURM_NODE_WAIT": str(self.node_wait),
                 "ELASTIC_SLURM_SLURMD_PREFIX": f"{BIN_IN_ROOT}/fresh-boot-exec",
-                "ELASTIC_SLURM_CONF_SERVER": self.conf_server,
-                "ELASTIC_SLURM_CLUSTER": self.cluster,
                 "ELASTIC_SLURM_HOSTNAME": machines.ec2_hostname(inst.private_ip),
-                # connections leave from the instance's own address, as on EC2 (localcloud/native/bind_source.c)
-                "LD_PRELOAD": BIND_SOURCE_SO,
                 "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
+                "AWS_ENDPOINT_URL": self.aws_endpoint,
+                **DUMMY_CREDENTIALS,
                 CLOUD_MARKER: str(self.layout.root),
             },
         )
-        view = machines.instance_view(self.layout, self.root, inst.instance_id, self.shared_mount, inst.private_ip)
+        view = machines.instance_view(self.layout, self.root, inst.instance_id, inst.private_ip)
+        write_user_data(self.layout.machine_dir(inst.instance_id) / "run" / "user-data", self.user_data)
         log = self.layout.log / "instances" / f"{inst.instance_id}.log"
-        proc = procs.spawn(enter.argv(view, [BOOTSTRAP]), log, env=env, cwd=self.layout.root)
+        # inside the root only: connections leave from the instance's own address, as on EC2 (native/bind_source.c)
+        user_data = ["/usr/bin/env", f"LD_PRELOAD={BIND_SOURCE_SO}", "/bin/bash", "/run/user-data"]
+        proc = procs.spawn(enter.argv(view, user_data), log, env=env, cwd=self.layout.root)
         self.procs[inst.instance_id] = proc
         item.booted = True
         self._record(inst.instance_id)
@@ -254,8 +260,9 @@ def stop_instance_processes(session: int, namespace: str, markers: Sequence[byte
         # in it belongs to the instance — slurmstepd, for one, does not keep slurmd's environment.
         in_namespace = set(procs.pids_in_time_namespace(namespace))
         found = in_namespace if any(procs.environ_has(p, markers) for p in in_namespace) else set()
-        if procs.is_ours(session, ""):
-            found |= {p for p in procs.pids_in_session(session) if procs.environ_has(p, markers)}
+        # the session outlives its leader (the user data's shell may have ended, leaving munged): a session id is not
+        # reused while any process is in it, and each member must still carry a marker
+        found |= {p for p in procs.pids_in_session(session) if procs.environ_has(p, markers)}
         found.discard(os.getpid())
         return sorted(found)[:limit]
 

@@ -63,23 +63,26 @@ def ec2_hostname(private_ip: str) -> str:
     return "ip-" + private_ip.replace(".", "-")
 
 
-def instance_view(
-    layout: Layout, root: Path, instance_id: str, shared_mount: str, private_ip: str | None = None
-) -> enter.View:
-    """One emulated EC2 instance (compute node): no slurm.conf anywhere on its disk; with `private_ip`, its own
-    /etc/hosts resolving its EC2 host name to that address."""
+def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str | None = None) -> enter.View:
+    """One emulated EC2 instance (compute node): its own /run, /tmp, /etc/munge and /etc/elastic-slurm, no slurm.conf
+    anywhere on its disk; with `private_ip`, its own /etc/hosts resolving its EC2 host name to that address. Its
+    user data mounts the shared file system (the state dir's shared/, visible at its own path as the NFS server would
+    be) at its mount point itself and starts its own munged."""
     extra: tuple[tuple[str, str], ...] = ()
+    base = layout.machine_dir(instance_id)
     if private_ip:
-        hosts = layout.machine_dir(instance_id) / "hosts"
+        hosts = base / "hosts"
         hosts.parent.mkdir(parents=True, exist_ok=True)
         hosts.write_text(f"127.0.0.1 localhost\n{private_ip} {ec2_hostname(private_ip)}\n")
         extra = ((str(hosts), "/etc/hosts"),)
+    for sub in ("etc-munge", "etc-elastic-slurm"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
     return enter.View(root).with_binds(
         *extra,
         *_private(layout, instance_id),
-        (layout.munge_dir, "/run/munge"),
-        *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs),
-        (layout.shared, shared_mount),
+        (base / "etc-munge", "/etc/munge"),
+        (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
+        *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs, layout.shared),
     )
 
 

@@ -32,9 +32,10 @@ DEFAULT_SLURM = "26.05"
 ROOT_CACHE = Path(os.environ.get("ELASTIC_SLURM_ROOT_CACHE", "/var/cache/elastic-slurm"))
 SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
-RECIPE_VERSION = "4"  # bump when the customization below changes
+RECIPE_VERSION = "5"  # bump when the customization below changes
 BIND_SOURCE_C = REPO_ROOT / "localcloud" / "native" / "bind_source.c"
 BIND_SOURCE_SO = "/opt/elastic-slurm/lib/local-cloud/bind_source.so"  # inside the root
+SYSTEMCTL_SHIM = REPO_ROOT / "localcloud" / "native" / "systemctl"  # no systemd in a chroot: see the script
 # An ordinary user (neither root nor a Slurm admin) who submits jobs in the tests and the demo.
 JOB_USER = "esuser"
 JOB_UID = 2001
@@ -53,8 +54,10 @@ PACKAGES = [
     "perl",
     "procps",
     "util-linux",
+    "mount",  # the user data mounts the shared file systems
     "jq",
     "curl",
+    "awscli",  # the user data calls it (Secrets Manager, SSM, EC2), as on EC2
     "ca-certificates",
 ]
 
@@ -91,7 +94,14 @@ def console_scripts() -> dict[str, str]:
 
 def _key(rel: Release) -> str:
     text = json.dumps(
-        [RECIPE_VERSION, rel.suite, PACKAGES, sorted(console_scripts().items()), BIND_SOURCE_C.read_text()]
+        [
+            RECIPE_VERSION,
+            rel.suite,
+            PACKAGES,
+            sorted(console_scripts().items()),
+            BIND_SOURCE_C.read_text(),
+            SYSTEMCTL_SHIM.read_text(),
+        ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -149,6 +159,7 @@ def _customize(root: Path) -> None:
     subprocess.run(
         ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(BIND_SOURCE_C), "-ldl"], check=True, capture_output=True
     )
+    shutil.copy(SYSTEMCTL_SHIM, root / "usr/local/sbin/systemctl")
     # no slurm.conf and no munge key in the image: the controller renders one, compute nodes run configless
     for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
         (root / leftover).unlink(missing_ok=True)

@@ -28,10 +28,10 @@ def _instances_left(layout: Layout) -> list[str]:
             continue
         pid = record.get("pid") or 0
         namespace = record.get("time_ns") or ""
-        bootstrap_alive = any(procs.is_ours(pid, m) for m in ("elastic-slurm-node-bootstrap", "unshare", "slurmd"))
-        if procs.pids_in_time_namespace(namespace) or bootstrap_alive:
-            markers = instance_markers(str(record.get("instance_id") or ""), layout.root)
-            stop_instance_processes(pid if bootstrap_alive else 0, namespace, markers)
+        # the instance's session (its boot's pid) may outlive the boot shell: its marked members still go
+        markers = instance_markers(str(record.get("instance_id") or ""), layout.root)
+        if procs.pids_in_time_namespace(namespace) or procs.pids_in_session(pid):
+            stop_instance_processes(pid, namespace, markers)
             stopped.append(f"instance {record.get('instance_id')}")
         record_path.unlink(missing_ok=True)
     return stopped

@@ -8,15 +8,17 @@ from slurmctld with no slurm.conf on their own disk.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from localcloud import enter, procs, slurm_root
+from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
-from tests.e2e.conftest import assert_no_orphans, cold_nodes
+from tests.e2e.conftest import assert_no_orphans, cold_nodes, exclude_warm
 
 pytestmark = pytest.mark.e2e
 
@@ -103,3 +105,61 @@ def test_an_instance_has_no_slurm_conf_on_its_disk(cloud: LocalCloud) -> None:
     probe = subprocess.run(argv, env=enter.user_env(enter.user(cloud.root(), "root")), capture_output=True, text=True)
     assert probe.returncode == 0, probe.stdout + probe.stderr
     assert str(cloud.layout.etc) not in probe.stdout
+
+
+def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="mountpoint -q /shared && echo mounted")], 120)
+    assert record.state == "COMPLETED"
+    assert (cloud.layout.jobs / f"{record.job_id}.out").read_text().strip() == "mounted"
+    instance = cloud.instance_of_node(node)
+    machine = cloud.layout.machine_dir(instance.instance_id)
+    # the script it ran is the stacks' compute user data for the values local up published
+    assert (machine / "run" / "user-data").read_text() == BootData(cloud.info().compute_user_data).compute_user_data()
+    # munge key from the emulated Secrets Manager, as the controller's; its own munged
+    assert (machine / "etc-munge" / "munge.key").read_bytes() == cloud.layout.munge_key.read_bytes()
+    assert (machine / "run" / "munge" / "munged.pid").exists()
+    # the mounts parameter and the controllers' address on the shared file system
+    assert json.loads((machine / "etc-elastic-slurm" / "mounts.json").read_text())[0]["mount_point"] == "/shared"
+    assert (
+        "configless: conf server 127.0.0.1:"
+        in (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
+    )
+
+
+def test_a_broken_boot_step_fails_the_boot_visibly_and_nothing_is_left(cloud: LocalCloud) -> None:
+    info = cloud.info()
+    ssm = cloud.aws().client("ssm", info.regions[0])
+    name = info.compute_user_data["ES_MOUNTS_PARAMETER"]
+    saved = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    before = {i.instance_id for i in cloud.instances()}
+    ssm.delete_parameter(Name=name)  # the user data's `aws ssm get-parameter` now fails (set -e)
+    try:
+        job = cloud.sbatch(*exclude_warm(cloud), wrap="true")
+
+        def failed_boot() -> bool:
+            return any(
+                "ParameterNotFound" in _boot_log(cloud, i.instance_id)
+                for i in cloud.instances()
+                if i.instance_id not in before
+            )
+
+        cloud.wait_until(failed_boot, 90, "a boot failing on its SSM call")
+    finally:
+        ssm.put_parameter(Name=name, Value=saved, Type="String", Overwrite=True)
+    broken = [
+        i
+        for i in cloud.instances()
+        if i.instance_id not in before and "ParameterNotFound" in _boot_log(cloud, i.instance_id)
+    ]
+    assert broken and all("starting slurmd" not in _boot_log(cloud, i.instance_id) for i in broken)
+    # ResumeTimeout: ResumeFailProgram terminates the failed instance; the job is requeued and runs on a good boot
+    (record,) = cloud.wait_jobs_done([job], timeout=240)
+    assert record.state == "COMPLETED"
+    assert not {i.instance_id for i in broken} & {i.instance_id for i in cloud.instances(LIVE)}
+    assert_no_orphans(cloud)
+
+
+def _boot_log(cloud: LocalCloud, instance_id: str) -> str:
+    path = cloud.layout.log / "instances" / f"{instance_id}.log"
+    return path.read_text(errors="replace") if path.exists() else ""
