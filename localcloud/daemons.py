@@ -10,6 +10,7 @@ munge, MariaDB or Slurm configuration.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -97,20 +98,17 @@ def start_mariadb(layout: Layout, db_password: str) -> int:
     """Our own mariadbd (datadir under mysql/, 127.0.0.1 only) with the accounting database and user."""
     defaults = f"--defaults-file={layout.my_cnf}"
     log = layout.log_file("mariadbd")
-    if not (layout.mysql / "data" / "mysql").is_dir():
-        result = subprocess.run(
-            [
-                "/usr/bin/mariadb-install-db",
-                defaults,
-                "--user=root",
-                "--auth-root-authentication-method=socket",
-                "--skip-test-db",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            raise DaemonError(f"mariadb-install-db failed: {result.stderr.strip().splitlines()[-1:]}")
+    install = ["/usr/bin/mariadb-install-db", defaults, "--user=root", "--auth-root-authentication-method=socket"]
+    for attempt in (1, 2):  # seen once on a loaded machine: a bootstrap that aborted and then succeeded
+        if (layout.mysql / "data" / "mysql").is_dir():
+            break
+        result = subprocess.run([*install, "--skip-test-db"], capture_output=True, text=True)
+        if result.returncode == 0:
+            break
+        errors = [line for line in result.stderr.splitlines() if "ERROR" in line][-3:]
+        if attempt == 2:
+            raise DaemonError(f"mariadb-install-db failed: {' | '.join(errors) or result.stderr.strip()[-300:]}")
+        shutil.rmtree(layout.mysql / "data", ignore_errors=True)
     proc = procs.spawn([str(HOST_SBIN / "mariadbd"), defaults], log, layout.pid_file("mariadbd"))
     client = ["/usr/bin/mariadb", defaults]
     if not procs.wait_until(lambda: _ok([*client, "-e", "select 1"]), 60, 0.5):
