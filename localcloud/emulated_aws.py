@@ -116,6 +116,10 @@ class EmulatedAws:
         self._request("POST", "/_localcloud/iam", {"enforce": True})
         self.access_key = (admin.access_key_id, admin.secret_access_key, None)
 
+    def log_requests(self, path: Path | None) -> None:
+        """Append every AWS request (service, region, action, parameters) to `path` as JSON lines; None stops."""
+        self._request("POST", "/_localcloud/iam", {"request_log": str(path) if path else None})
+
     def iam_enforced(self) -> bool:
         """Whether the server enforces IAM."""
         return bool(self._request("GET", "/_localcloud/iam")["enforce"])

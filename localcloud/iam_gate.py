@@ -5,15 +5,19 @@ the request after the fault layer rewrote CreateFleet/RunInstances bodies (dropp
 such signature fails. This gate runs moto's `IAMRequest` (signature against the emulated IAM user's key, then the
 user's policies) on the request exactly as the client signed it, and moto's in-backend check stays off.
 
-`/_localcloud/iam` turns it on or off: GET -> {"enforce": bool}; POST {"enforce": bool}. Unsigned requests to moto's
-own admin API (`/moto-api/`) pass; any other unsigned request is refused while enforcing.
+`/_localcloud/iam` turns it on or off: GET -> {"enforce": bool, "request_log": path|null}; POST with either key.
+Unsigned requests to moto's own admin API (`/moto-api/`) pass; any other unsigned request is refused while enforcing.
+With a request log set, every AWS request is appended to it as one JSON line `{"service", "region", "action",
+"params"}` (what localcloud/iam_requests.py turns into IAM authorization requests).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -34,26 +38,61 @@ def request_action(environ: dict[str, Any], body: bytes) -> str:
     return query.get("Action", "")
 
 
+def request_params(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
+    """The request's parameters: form fields (query protocol) or the JSON document (JSON protocol)."""
+    params: dict[str, Any] = dict(parse_qsl(str(environ.get("QUERY_STRING", ""))))
+    if "x-www-form-urlencoded" in str(environ.get("CONTENT_TYPE", "")):
+        params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    elif body.startswith(b"{"):
+        try:
+            params.update(json.loads(body))
+        except ValueError:
+            pass
+    return params
+
+
+def credential_scope(environ: dict[str, Any]) -> tuple[str, str]:
+    """(service, region) from the SigV4 Authorization header ("", "") when unsigned."""
+    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+    parts = auth.partition("Credential=")[2].partition(",")[0].split("/")
+    return (parts[3], parts[2]) if len(parts) >= 4 else ("", "")
+
+
 class IamGate:
     """WSGI wrapper that authenticates and authorizes every AWS request while enforcement is on."""
 
     def __init__(self, app: WsgiApp, enforce: bool = False) -> None:
         self.app = app
         self.enforce = enforce
+        self.request_log: Path | None = None
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
         if path == CONTROL_PATH:
             return self._control(environ, start_response)
-        if not self.enforce or path.startswith(("/_localcloud/", "/moto-api/")):
+        if not (self.enforce or self.request_log) or path.startswith(("/_localcloud/", "/moto-api/")):
             return self.app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(body)
-        denial = self._check(environ, path, body)
+        if self.request_log is not None:
+            self._log(environ, body, self.request_log)
+        denial = self._check(environ, path, body) if self.enforce else None
         if denial is not None:
             return denial(environ, start_response)  # type: ignore[no-any-return]
         return self.app(environ, start_response)
+
+    def _log(self, environ: dict[str, Any], body: bytes, log: Path) -> None:
+        service, region = credential_scope(environ)
+        entry = {
+            "service": service,
+            "region": region,
+            "action": request_action(environ, body),
+            "params": request_params(environ, body),
+        }
+        with self.lock, log.open("a") as out:
+            out.write(json.dumps(entry, sort_keys=True) + "\n")
 
     def _check(self, environ: dict[str, Any], path: str, body: bytes) -> Any:
         """None when allowed, else moto's error (a WSGI-callable werkzeug HTTPException)."""
@@ -84,7 +123,11 @@ class IamGate:
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") == "POST":
             length = int(environ.get("CONTENT_LENGTH") or 0)
-            self.enforce = bool(json.loads(environ["wsgi.input"].read(length) or b"{}").get("enforce"))
-        body = json.dumps({"enforce": self.enforce}).encode()
+            settings = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            self.enforce = bool(settings.get("enforce", self.enforce))
+            if "request_log" in settings:
+                self.request_log = Path(settings["request_log"]) if settings["request_log"] else None
+        log = str(self.request_log) if self.request_log else None
+        body = json.dumps({"enforce": self.enforce, "request_log": log}).encode()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
