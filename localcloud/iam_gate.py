@@ -13,6 +13,7 @@ With a request log set, every AWS request is appended to it as one JSON line `{"
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import threading
@@ -44,10 +45,8 @@ def request_params(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
     if "x-www-form-urlencoded" in str(environ.get("CONTENT_TYPE", "")):
         params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
     elif body.startswith(b"{"):
-        try:
+        with contextlib.suppress(ValueError):
             params.update(json.loads(body))
-        except ValueError:
-            pass
     return params
 
 
