@@ -16,7 +16,14 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stacks.iam_policies import ArnScope, RegionTarget, deconfigure_statements, document, fleet_statements
+from stacks.iam_policies import (
+    ArnScope,
+    RegionTarget,
+    compute_statements,
+    deconfigure_statements,
+    document,
+    fleet_statements,
+)
 
 if TYPE_CHECKING:
     from localcloud.emulated_aws import EmulatedAws
@@ -41,11 +48,12 @@ class Credentials:
 def role_documents(
     cluster: str, targets: list[RegionTarget], scope: ArnScope | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Policy documents per role, from the stacks' statement builders: controller and deconfigure."""
+    """Policy documents per role, from the stacks' statement builders: controller, compute and deconfigure."""
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
     return {
         "controller": document(fleet_statements(arns, cluster, targets)),
+        "compute": document(compute_statements(arns, cluster)),
         "deconfigure": document(deconfigure_statements(arns, cluster, regions)),
     }
 

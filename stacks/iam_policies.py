@@ -1,4 +1,4 @@
-"""Least-privilege IAM statements for the controller and the deconfigure Lambda, as plain policy data.
+"""Least-privilege IAM statements for the controller, remote compute nodes and the deconfigure Lambda, as policy data.
 
 The statements are built as IAM JSON (dicts) from an `ArnScope` (partition, account, home region), so the same
 documents feed the CDK stacks (`to_cdk`), the local cloud's IAM principals and the policy-evaluation tests.
@@ -17,7 +17,7 @@ from typing import Any
 
 from aws_cdk import aws_iam as iam
 
-from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST
+from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST, log_group_name, munge_secret_name
 
 Statement = dict[str, Any]
 
@@ -111,9 +111,7 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             LAUNCH_ACTIONS,
             [
                 *(scope.arn("placement-group/*", region=r) for r in regions),
-                *(scope.arn("capacity-reservation/*", region=r) for r in regions),
                 *(f"arn:{scope.partition}:ec2:{r}::image/*" for r in regions),
-                *(f"arn:{scope.partition}:ec2:{r}::snapshot/*" for r in regions),
             ],
         ),
         statement(
@@ -174,4 +172,21 @@ def deconfigure_statements(scope: ArnScope, cluster: str, regions: list[str]) ->
             ["ssm:SendCommand"],
             [f"arn:{scope.partition}:ssm:{scope.region}::document/AWS-RunShellScript"],
         ),
+    ]
+
+
+def compute_statements(scope: ArnScope, cluster: str) -> list[Statement]:
+    """What a compute node in a remote region reads and writes in the home region (`scope.region`)."""
+    logs = f"log-group:{log_group_name(cluster)}:*"
+    return [
+        statement(
+            "ReadMungeKey",
+            ["secretsmanager:GetSecretValue"],
+            [scope.arn(f"secret:{munge_secret_name(cluster)}-*", "secretsmanager")],
+        ),
+        statement(
+            "ReadClusterParameters", ["ssm:GetParameter"], [scope.arn(f"parameter/elastic-slurm/{cluster}/*", "ssm")]
+        ),
+        statement("WriteClusterLogs", ["logs:PutLogEvents"], [scope.arn(logs, "logs")]),
+        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [scope.arn(logs, "logs")]),
     ]
