@@ -5,7 +5,8 @@ instance, volume, network-interface, subnet, security-group, image, launch-templ
 each with its own condition keys: `aws:RequestTag/*` only where the call's TagSpecifications tag that resource type,
 `ec2:Vpc` on subnets and security groups. Tagging on create is a separate `ec2:CreateTags` authorization with
 `ec2:CreateAction`; a launch template's instance profile is an `iam:PassRole`. TerminateInstances is authorized per
-instance with its `aws:ResourceTag/*`. Actions without resource-level permissions are authorized on `*`.
+instance with its `aws:ResourceTag/*`, SSM SendCommand per document and per instance (with its tags). Actions without resource-level
+permissions are authorized on `*`.
 
 `Inventory` is what the parameters alone do not say (subnet VPCs, template contents, instance tags); an I/O adapter
 reads it from the (emulated) AWS.
@@ -162,6 +163,18 @@ def authorization_requests(entry: Mapping[str, Any], inv: Inventory) -> list[Aut
                 call,
             )
             for i in ids
+        ]
+    if service == "ssm" and action == "SendCommand":
+        document = f"arn:aws:ssm:{region}::document/{params.get('DocumentName', '')}"
+        hosts = [str(i) for i in params.get("InstanceIds", [])]
+        return [AuthzRequest("ssm:SendCommand", document, {}, call)] + [
+            AuthzRequest(
+                "ssm:SendCommand",
+                _arn(region, inv.account, f"instance/{i}"),
+                _tag_context(inv.instance_tags.get(i, {}), "aws:ResourceTag"),
+                call,
+            )
+            for i in hosts
         ]
     return [AuthzRequest(f"{service}:{action}", "*", {}, call)]
 
