@@ -146,6 +146,19 @@ def _launch(action: str, region: str, params: Mapping[str, Any], inv: Inventory,
     return out
 
 
+def _on_instances(action: str, region: str, ids: list[str], inv: Inventory, call: str) -> list[AuthzRequest]:
+    """`action` on each existing instance, with its tags as `aws:ResourceTag/*`."""
+    return [
+        AuthzRequest(
+            action,
+            _arn(region, inv.account, f"instance/{i}"),
+            _tag_context(inv.instance_tags.get(i, {}), "aws:ResourceTag"),
+            call,
+        )
+        for i in ids
+    ]
+
+
 def authorization_requests(entry: Mapping[str, Any], inv: Inventory) -> list[AuthzRequest]:
     """The authorizations IAM performs for one recorded call `{"service", "region", "action", "params"}`."""
     service, region, action = str(entry["service"]), str(entry["region"]), str(entry["action"])
@@ -155,26 +168,13 @@ def authorization_requests(entry: Mapping[str, Any], inv: Inventory) -> list[Aut
         return _launch(action, region, params, inv, call)
     if service == "ec2" and action == "TerminateInstances":
         ids = [str(v) for k, v in sorted(params.items()) if re.match(r"InstanceId\.\d+$", k)]
-        return [
-            AuthzRequest(
-                "ec2:TerminateInstances",
-                _arn(region, inv.account, f"instance/{i}"),
-                _tag_context(inv.instance_tags.get(i, {}), "aws:ResourceTag"),
-                call,
-            )
-            for i in ids
-        ]
+        return _on_instances("ec2:TerminateInstances", region, ids, inv, call)
     if service == "ssm" and action == "SendCommand":
         document = f"arn:aws:ssm:{region}::document/{params.get('DocumentName', '')}"
         hosts = [str(i) for i in params.get("InstanceIds", [])]
-        return [AuthzRequest("ssm:SendCommand", document, {}, call)] + [
-            AuthzRequest(
-                "ssm:SendCommand",
-                _arn(region, inv.account, f"instance/{i}"),
-                _tag_context(inv.instance_tags.get(i, {}), "aws:ResourceTag"),
-                call,
-            )
-            for i in hosts
+        return [
+            AuthzRequest("ssm:SendCommand", document, {}, call),
+            *_on_instances("ssm:SendCommand", region, hosts, inv, call),
         ]
     return [AuthzRequest(f"{service}:{action}", "*", {}, call)]
 
