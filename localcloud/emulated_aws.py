@@ -2,7 +2,9 @@
 
 Run standalone: `python -m localcloud.emulated_aws --port P [--log-dir D]` (prints `READY <url>` when serving).
 From Python: `EmulatedAws.start(log_dir)` starts that as a child process and returns a handle to talk to it; `stop()`
-ends exactly that process. Clients use dummy credentials; nothing leaves the loopback interface.
+ends exactly that process. Clients use dummy credentials until `enforce_iam(admin)` turns moto's IAM enforcement on
+(then every request must be signed by an emulated IAM user allowed the action; see localcloud/iam.py); nothing
+leaves the loopback interface.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localcloud.faults import Faults
+
+if TYPE_CHECKING:
+    from localcloud.iam import Credentials
 
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -44,6 +49,11 @@ class EmulatedAws:
     url: str
     pid: int
     process: subprocess.Popen[bytes] | None = None
+    access_key: tuple[str, str, str | None] = (
+        DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        DUMMY_CREDENTIALS["AWS_SESSION_TOKEN"],
+    )
 
     @classmethod
     def start(cls, log_dir: Path, port: int | None = None, timeout: float = 60.0) -> EmulatedAws:
@@ -88,17 +98,31 @@ class EmulatedAws:
             os.kill(self.pid, signal.SIGTERM)
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
-        """A boto3 client for this server, with dummy credentials."""
+        """A boto3 client for this server: dummy credentials, or the admin user's once IAM is enforced."""
         import boto3
 
+        key_id, secret, token = self.access_key
         return boto3.client(  # type: ignore[call-overload]  # service is a runtime string
             service,
             region_name=region,
             endpoint_url=self.url,
-            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=DUMMY_CREDENTIALS["AWS_SESSION_TOKEN"],
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
+            aws_session_token=token,
         )
+
+    def enforce_iam(self, admin: Credentials) -> None:
+        """Turn moto's IAM enforcement on; this handle's clients sign as `admin` from now on."""
+        self._request("POST", "/_localcloud/iam", {"enforce": True})
+        self.access_key = (admin.access_key_id, admin.secret_access_key, None)
+
+    def log_requests(self, path: Path | None) -> None:
+        """Append every AWS request (service, region, action, parameters) to `path` as JSON lines; None stops."""
+        self._request("POST", "/_localcloud/iam", {"request_log": str(path) if path else None})
+
+    def iam_enforced(self) -> bool:
+        """Whether the server enforces IAM."""
+        return bool(self._request("GET", "/_localcloud/iam")["enforce"])
 
     def set_faults(self, faults: Faults) -> None:
         """Replace the active faults."""
@@ -131,6 +155,7 @@ def build_app() -> Any:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     from localcloud.fault_middleware import FaultMiddleware
+    from localcloud.iam_gate import IamGate
 
     account = "123456789012"
 
@@ -148,7 +173,8 @@ def build_app() -> Any:
         except Exception:
             return None
 
-    return FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type)
+    app = FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type)
+    return IamGate(app)
 
 
 def serve(port: int) -> None:

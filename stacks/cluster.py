@@ -24,7 +24,7 @@ from constructs import Construct
 from cluster_config.checks import architecture_of, pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork, Partition, Pool
 from stacks.deconfigure import Deconfigure
-from stacks.iam_policies import RegionTarget, fleet_statements
+from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements, to_cdk
 from stacks.launch_templates import ROOT_VOLUME_GIB, pool_launch_template, root_volume, user_data
 from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
@@ -114,7 +114,8 @@ class ClusterStack(cdk.Stack):
             )
             for r in self.remote_regions
         ]
-        for statement in fleet_statements(self, cluster.name, [home, *remote]):
+        scope = ArnScope(self.partition, self.account, self.region)
+        for statement in to_cdk(fleet_statements(scope, cluster.name, [home, *remote])):
             self.controller_role.add_to_policy(statement)
         self.config_asset.grant_read(self.controller_role)
         if database_secret is not None:

@@ -16,7 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.iam_policies import deconfigure_statements
+from stacks.iam_policies import ArnScope, deconfigure_statements, to_cdk
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "lambdas" / "deconfigure"
 LAMBDA_TIMEOUT = cdk.Duration.minutes(15)
@@ -36,7 +36,8 @@ class Deconfigure(Construct):
             self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
         )
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        for statement in deconfigure_statements(stack, cluster, regions):
+        scope = ArnScope(stack.partition, stack.account, stack.region)
+        for statement in to_cdk(deconfigure_statements(scope, cluster, regions)):
             role.add_to_policy(statement)
         role.add_to_policy(
             iam.PolicyStatement(

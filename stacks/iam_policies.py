@@ -1,20 +1,44 @@
-"""Least-privilege IAM statements for the controller, the compute nodes and the deconfigure Lambda.
+"""Least-privilege IAM statements for the controller, remote compute nodes and the deconfigure Lambda, as policy data.
+
+The statements are built as IAM JSON (dicts) from an `ArnScope` (partition, account, home region), so the same
+documents feed the CDK stacks (`to_cdk`), the local cloud's IAM principals and the policy-evaluation tests.
 
 The controller may launch only from this cluster's launch templates and only instances tagged for this cluster,
-and may terminate only instances carrying the cluster tag (IAM conditions, not trust).
+and may terminate only instances carrying the cluster tag (IAM conditions, not trust). IAM authorizes
+RunInstances/CreateFleet once per resource type the call touches; only the instance carries the cluster request tag
+in every launch, so `aws:RequestTag` is required on `instance/*` alone — the other created resources (volumes,
+network interfaces, the fleet, spot requests) are scoped by account and region instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST
+from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST, log_group_name, munge_secret_name
 
-# What RunInstances/CreateFleet create (and tag) besides the launch template's inputs.
-LAUNCHED = ("instance/*", "volume/*", "network-interface/*", "fleet/*", "spot-instances-request/*")
+Statement = dict[str, Any]
+
+LAUNCH_ACTIONS = ["ec2:RunInstances", "ec2:CreateFleet"]
+# Created (and tagged) by RunInstances/CreateFleet besides the instance itself; they carry no cluster request tag.
+LAUNCHED_UNTAGGED = ("volume/*", "network-interface/*", "fleet/*", "spot-instances-request/*")
+# Every resource type a launch creates: TagSpecifications may name any of them.
+LAUNCHED = ("instance/*", *LAUNCHED_UNTAGGED)
+
+
+@dataclass(frozen=True)
+class ArnScope:
+    """Partition, account and home region the ARNs are built in (CDK tokens in stacks, literals in the local cloud)."""
+
+    partition: str
+    account: str
+    region: str
+
+    def arn(self, resource: str, service: str = "ec2", region: str | None = None) -> str:
+        """`arn:{partition}:{service}:{region}:{account}:{resource}`."""
+        return f"arn:{self.partition}:{service}:{region or self.region}:{self.account}:{resource}"
 
 
 @dataclass(frozen=True)
@@ -27,76 +51,91 @@ class RegionTarget:
     compute_role_arn: str
 
 
-def terminate_only_cluster_instances(stack: cdk.Stack, regions: list[str], cluster: str) -> iam.PolicyStatement:
+def statement(
+    sid: str, actions: list[str], resources: list[str], conditions: dict[str, Any] | None = None
+) -> Statement:
+    """One Allow statement as IAM JSON."""
+    result: Statement = {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resources}
+    if conditions:
+        result["Condition"] = conditions
+    return result
+
+
+def document(statements: list[Statement]) -> dict[str, Any]:
+    """A policy document holding `statements`."""
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def to_cdk(statements: list[Statement]) -> list[iam.PolicyStatement]:
+    """The same statements as CDK objects."""
+    return [iam.PolicyStatement.from_json(s) for s in statements]
+
+
+def terminate_only_cluster_instances(scope: ArnScope, regions: list[str], cluster: str) -> Statement:
     """ec2:TerminateInstances on instances tagged for this cluster, in every region it uses (controller and deconfigure)."""
-    return iam.PolicyStatement(
-        sid="TerminateOnlyClusterInstances",
-        actions=["ec2:TerminateInstances"],
-        resources=[_arn(stack, "instance/*", region=r) for r in regions],
-        conditions={"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
+    return statement(
+        "TerminateOnlyClusterInstances",
+        ["ec2:TerminateInstances"],
+        [scope.arn("instance/*", region=r) for r in regions],
+        {"StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": cluster}},
     )
 
 
-def _arn(stack: cdk.Stack, resource: str, service: str = "ec2", region: str | None = None) -> str:
-    return f"arn:{stack.partition}:{service}:{region or stack.region}:{stack.account}:{resource}"
-
-
-def fleet_statements(stack: cdk.Stack, cluster: str, targets: list[RegionTarget]) -> list[iam.PolicyStatement]:
+def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget]) -> list[Statement]:
     """What the power-save plugin needs to launch and terminate compute nodes of `cluster` in every region."""
-    tagged_on_create = {"StringEquals": {f"aws:RequestTag/{TAG_CLUSTER}": cluster}}
     regions = [t.region for t in targets]
     template_arns = [
-        _arn(stack, f"launch-template/{lt}", region=t.region) for t in targets for lt in t.launch_template_ids
+        scope.arn(f"launch-template/{lt}", region=t.region) for t in targets for lt in t.launch_template_ids
     ]
-    launched = [_arn(stack, kind, region=r) for r in regions for kind in LAUNCHED]
     return [
-        iam.PolicyStatement(
-            sid="LaunchOnlyFromClusterTemplates",
-            actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=template_arns,
+        statement("LaunchOnlyFromClusterTemplates", LAUNCH_ACTIONS, template_arns),
+        statement(
+            "LaunchOnlyTaggedInstances",
+            LAUNCH_ACTIONS,
+            [scope.arn("instance/*", region=r) for r in regions],
+            {"StringEquals": {f"aws:RequestTag/{TAG_CLUSTER}": cluster}},
         ),
-        iam.PolicyStatement(
-            sid="LaunchOnlyTaggedInstances",
-            actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=launched,
-            conditions=tagged_on_create,
+        statement(
+            "LaunchCreatesVolumesInterfacesFleets",
+            LAUNCH_ACTIONS,
+            [scope.arn(kind, region=r) for r in regions for kind in LAUNCHED_UNTAGGED],
         ),
-        iam.PolicyStatement(
-            sid="LaunchIntoClusterVpcsOnly",
-            actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=[_arn(stack, kind, region=r) for r in regions for kind in ("subnet/*", "security-group/*")],
-            conditions={"ArnEquals": {"ec2:Vpc": [_arn(stack, f"vpc/{t.vpc_id}", region=t.region) for t in targets]}},
+        statement(
+            "LaunchIntoClusterVpcsOnly",
+            LAUNCH_ACTIONS,
+            [scope.arn(kind, region=r) for r in regions for kind in ("subnet/*", "security-group/*")],
+            {"ArnEquals": {"ec2:Vpc": [scope.arn(f"vpc/{t.vpc_id}", region=t.region) for t in targets]}},
         ),
-        iam.PolicyStatement(
-            sid="LaunchFromImagesAndPlacementGroups",
-            actions=["ec2:RunInstances", "ec2:CreateFleet"],
-            resources=[
-                *(_arn(stack, "placement-group/*", region=r) for r in regions),
-                *(f"arn:{stack.partition}:ec2:{r}::image/*" for r in regions),
+        statement(
+            "LaunchFromImagesAndPlacementGroups",
+            LAUNCH_ACTIONS,
+            [
+                *(scope.arn("placement-group/*", region=r) for r in regions),
+                *(f"arn:{scope.partition}:ec2:{r}::image/*" for r in regions),
             ],
         ),
-        iam.PolicyStatement(
-            sid="TagOnlyWhileLaunching",
-            actions=["ec2:CreateTags"],
-            resources=launched,
-            conditions={"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
+        statement(
+            "TagOnlyWhileLaunching",
+            ["ec2:CreateTags"],
+            [scope.arn(kind, region=r) for r in regions for kind in LAUNCHED],
+            {"StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateFleet"]}},
         ),
-        terminate_only_cluster_instances(stack, regions, cluster),
-        iam.PolicyStatement(
-            sid="PassOnlyComputeRolesToEc2",
-            actions=["iam:PassRole"],
-            resources=[t.compute_role_arn for t in targets],
-            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        terminate_only_cluster_instances(scope, regions, cluster),
+        statement(
+            "PassOnlyComputeRolesToEc2",
+            ["iam:PassRole"],
+            [t.compute_role_arn for t in targets],
+            {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
-        iam.PolicyStatement(
-            sid="SpotServiceLinkedRole",
-            actions=["iam:CreateServiceLinkedRole"],
-            resources=[f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/spot.amazonaws.com/*"],
-            conditions={"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        statement(
+            "SpotServiceLinkedRole",
+            ["iam:CreateServiceLinkedRole"],
+            [f"arn:{scope.partition}:iam::{scope.account}:role/aws-service-role/spot.amazonaws.com/*"],
+            {"StringEquals": {"iam:AWSServiceName": "spot.amazonaws.com"}},
         ),
-        iam.PolicyStatement(
-            sid="DescribeHasNoResourceLevelPermissions",
-            actions=[
+        statement(
+            "DescribeHasNoResourceLevelPermissions",
+            [
                 "ec2:DescribeInstances",
                 "ec2:DescribeInstanceStatus",
                 "ec2:DescribeInstanceTypes",
@@ -108,29 +147,47 @@ def fleet_statements(stack: cdk.Stack, cluster: str, targets: list[RegionTarget]
                 "ec2:DescribeCapacityReservations",
                 "pricing:GetProducts",
             ],
-            resources=["*"],
+            ["*"],
         ),
     ]
 
 
-def deconfigure_statements(stack: cdk.Stack, cluster: str, regions: list[str]) -> list[iam.PolicyStatement]:
+def deconfigure_statements(scope: ArnScope, cluster: str, regions: list[str]) -> list[Statement]:
     """What the deconfigure Lambda needs: find, terminate (cluster-tagged only) and clean up submit hosts."""
     return [
-        iam.PolicyStatement(
-            sid="DescribeHasNoResourceLevelPermissions",
-            actions=["ec2:DescribeInstances", "ssm:GetCommandInvocation", "ssm:ListCommandInvocations"],
-            resources=["*"],
+        statement(
+            "DescribeHasNoResourceLevelPermissions",
+            ["ec2:DescribeInstances", "ssm:GetCommandInvocation", "ssm:ListCommandInvocations"],
+            ["*"],
         ),
-        terminate_only_cluster_instances(stack, regions, cluster),
-        iam.PolicyStatement(
-            sid="RunShellOnlyOnSubmitHosts",
-            actions=["ssm:SendCommand"],
-            resources=[_arn(stack, "instance/*")],
-            conditions={"StringEquals": {f"aws:ResourceTag/{TAG_SUBMIT_HOST}": cluster}},
+        terminate_only_cluster_instances(scope, regions, cluster),
+        statement(
+            "RunShellOnlyOnSubmitHosts",
+            ["ssm:SendCommand"],
+            [scope.arn("instance/*")],
+            {"StringEquals": {f"aws:ResourceTag/{TAG_SUBMIT_HOST}": cluster}},
         ),
-        iam.PolicyStatement(
-            sid="RunShellDocument",
-            actions=["ssm:SendCommand"],
-            resources=[f"arn:{stack.partition}:ssm:{stack.region}::document/AWS-RunShellScript"],
+        statement(
+            "RunShellDocument",
+            ["ssm:SendCommand"],
+            [f"arn:{scope.partition}:ssm:{scope.region}::document/AWS-RunShellScript"],
         ),
+    ]
+
+
+def compute_statements(scope: ArnScope, cluster: str, munge_owner: str | None = None) -> list[Statement]:
+    """What a compute node in a remote region reads and writes in the home region (`scope.region`); a federation
+    member reads the munge key of `munge_owner` (the federation's host cluster)."""
+    logs = f"log-group:{log_group_name(cluster)}:*"
+    return [
+        statement(
+            "ReadMungeKey",
+            ["secretsmanager:GetSecretValue"],
+            [scope.arn(f"secret:{munge_secret_name(munge_owner or cluster)}-*", "secretsmanager")],
+        ),
+        statement(
+            "ReadClusterParameters", ["ssm:GetParameter"], [scope.arn(f"parameter/elastic-slurm/{cluster}/*", "ssm")]
+        ),
+        statement("WriteClusterLogs", ["logs:PutLogEvents"], [scope.arn(logs, "logs")]),
+        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [scope.arn(logs, "logs")]),
     ]

@@ -57,18 +57,28 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
         ),
         (
             f"AwsSolutions-IAM5[Resource::{EC2}:instance/*]",
-            "Instance ids are unknown until launch; RunInstances requires the cluster tag in the request and "
-            "Terminate/SendCommand require it on the resource (IAM conditions).",
+            "Instance ids are unknown until launch; RunInstances/CreateFleet require the cluster tag in the request "
+            "and Terminate/SendCommand require it on the resource (IAM conditions).",
         ),
-        (f"AwsSolutions-IAM5[Resource::{EC2}:volume/*]", "Created by RunInstances with the cluster tag required."),
+        (
+            f"AwsSolutions-IAM5[Resource::{EC2}:volume/*]",
+            "Created by a launch; ids are unknown until then and the launch itself is limited to the cluster's "
+            "templates and tagged instances (docs/iam.md).",
+        ),
         (
             f"AwsSolutions-IAM5[Resource::{EC2}:network-interface/*]",
-            "Created by RunInstances with the cluster tag required.",
+            "Created by RunInstances; ids are unknown until launch, which is limited to the cluster's templates, "
+            "VPCs and tagged instances (docs/iam.md).",
         ),
-        (f"AwsSolutions-IAM5[Resource::{EC2}:fleet/*]", "Created by CreateFleet with the cluster tag required."),
+        (
+            f"AwsSolutions-IAM5[Resource::{EC2}:fleet/*]",
+            "Created by CreateFleet (instant fleets); ids are unknown until launch, which is limited to the "
+            "cluster's templates and tagged instances (docs/iam.md).",
+        ),
         (
             f"AwsSolutions-IAM5[Resource::{EC2}:spot-instances-request/*]",
-            "Created by CreateFleet/RunInstances with the cluster tag required.",
+            "Created by spot launches; ids are unknown until launch, which is limited to the cluster's templates "
+            "and tagged instances (docs/iam.md).",
         ),
         (f"AwsSolutions-IAM5[Resource::{EC2}:subnet/*]", "Limited to the cluster's VPC by an ec2:Vpc condition."),
         (

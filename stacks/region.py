@@ -22,9 +22,10 @@ from constructs import Construct
 from cluster_config.checks import pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork
 from stacks.federation import peer_routes
+from stacks.iam_policies import ArnScope, compute_statements, to_cdk
 from stacks.launch_templates import pool_launch_template
 from stacks.monitoring import EC2_EVENTS
-from stacks.naming import home_boot_env, launch_template_key, log_group_name, munge_secret_name
+from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
 
 
@@ -57,21 +58,9 @@ class RegionStack(cdk.Stack):
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
         boot_env = home_boot_env(cluster.name, home_region, munge_owner)
-        home_arn = f"arn:{self.partition}:{{}}:{home_region}:{self.account}:{{}}"
-        for sid, action, service, resource in [
-            (
-                "ReadMungeKey",
-                "secretsmanager:GetSecretValue",
-                "secretsmanager",
-                f"secret:{munge_secret_name(munge_owner or cluster.name)}-*",
-            ),
-            ("ReadClusterParameters", "ssm:GetParameter", "ssm", f"parameter/elastic-slurm/{cluster.name}/*"),
-            ("WriteClusterLogs", "logs:PutLogEvents", "logs", f"log-group:{log_group_name(cluster.name)}:*"),
-            ("CreateClusterLogStreams", "logs:CreateLogStream", "logs", f"log-group:{log_group_name(cluster.name)}:*"),
-        ]:
-            self.compute_role.add_to_policy(
-                iam.PolicyStatement(sid=sid, actions=[action], resources=[home_arn.format(service, resource)])
-            )
+        home = ArnScope(self.partition, self.account, home_region)
+        for statement in to_cdk(compute_statements(home, cluster.name, munge_owner)):
+            self.compute_role.add_to_policy(statement)
         profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
         self.subnets = {s.availability_zone: s.subnet_id for s in network.compute_subnets}
         self.vpc_id = network.vpc.vpc_id

@@ -1,0 +1,89 @@
+"""IAM principals in the emulated AWS whose policies are the stacks' own statements.
+
+`role_documents(...)` builds the policy documents from the same functions the CDK stacks use (no synth needed);
+`create_principals(aws, documents)` creates one IAM user per role with that document as its inline policy and returns
+its credentials; `EmulatedAws.enforce_iam(admin)` then turns moto's IAM enforcement on.
+
+moto authorizes only the action: it checks every EC2/SSM request against resource `*` and evaluates no condition key
+(`aws:RequestTag`, `aws:ResourceTag`, `ec2:Vpc`, `ec2:CreateAction`, `iam:PassedToService`). So the document installed
+in the emulator is the action projection of the synthesized one (`action_projection`): same actions, per role,
+resource `*`, no conditions. Resource ARNs and condition keys are evaluated by tests/cdk/test_iam_evaluation.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stacks.iam_policies import (
+    ArnScope,
+    RegionTarget,
+    compute_statements,
+    deconfigure_statements,
+    document,
+    fleet_statements,
+)
+
+if TYPE_CHECKING:
+    from localcloud.emulated_aws import EmulatedAws
+
+ACCOUNT = "123456789012"
+ADMIN = "admin"
+POLICY_NAME = "synthesized"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Long-term access key of an emulated IAM user."""
+
+    access_key_id: str
+    secret_access_key: str
+
+    def env(self) -> dict[str, str]:
+        """Environment for a process that calls AWS as this principal (AWS_SESSION_TOKEN must be unset)."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key_id, "AWS_SECRET_ACCESS_KEY": self.secret_access_key}
+
+
+def role_documents(
+    cluster: str, targets: list[RegionTarget], scope: ArnScope | None = None
+) -> dict[str, dict[str, Any]]:
+    """Policy documents per role, from the stacks' statement builders: controller, compute and deconfigure."""
+    arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
+    regions = [t.region for t in targets]
+    return {
+        "controller": document(fleet_statements(arns, cluster, targets)),
+        "compute": document(compute_statements(arns, cluster)),
+        "deconfigure": document(deconfigure_statements(arns, cluster, regions)),
+    }
+
+
+def action_projection(policy: dict[str, Any]) -> dict[str, Any]:
+    """The same Allow actions on resource `*` without conditions: what moto can enforce."""
+    statements = [
+        {"Sid": s["Sid"], "Effect": s["Effect"], "Action": s["Action"], "Resource": "*"} for s in policy["Statement"]
+    ]
+    return {"Version": policy["Version"], "Statement": statements}
+
+
+def without_statement(policy: dict[str, Any], sid: str) -> dict[str, Any]:
+    """`policy` less the statement `sid` (ValueError if it has none)."""
+    kept = [s for s in policy["Statement"] if s.get("Sid") != sid]
+    if len(kept) == len(policy["Statement"]):
+        raise ValueError(f"policy has no statement with Sid {sid!r}")
+    return {**policy, "Statement": kept}
+
+
+def create_principals(aws: EmulatedAws, documents: dict[str, dict[str, Any]]) -> dict[str, Credentials]:
+    """One IAM user per role holding the action projection of its document, plus `admin` (allows all) for the
+    harness; returns each user's credentials. Call before `aws.enforce_iam(...)`."""
+    iam = aws.client("iam")
+    admin = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    wanted = {ADMIN: admin, **{name: action_projection(doc) for name, doc in documents.items()}}
+    created: dict[str, Credentials] = {}
+    for name, policy in wanted.items():
+        iam.create_user(UserName=name)
+        iam.put_user_policy(UserName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        created[name] = Credentials(key["AccessKeyId"], key["SecretAccessKey"])
+    return created
