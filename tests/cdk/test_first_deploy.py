@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aws_cdk.assertions import Match, Template
 
 from cluster_config import load
@@ -71,17 +72,24 @@ def test_federation_members_authenticate_with_the_host_clusters_munge_key(assemb
     assert "es-east-cluster" in fed.manifest()["artifacts"]["es-west-cluster"]["dependencies"]
 
 
+def _federation_cidrs() -> tuple[str, str]:
+    """The VPC ranges of the federation example's east and west clusters."""
+    clusters = yaml.safe_load((EXAMPLES / "federation.yaml").read_text())["clusters"]
+    return clusters[0]["network"]["vpc_cidr"], clusters[1]["network"]["vpc_cidr"]
+
+
 def test_federation_vpcs_are_peered_with_routes_both_ways_and_slurm_ports_open(
     template: Callable[[str, str], Template],
 ) -> None:
+    east, west = _federation_cidrs()  # from the example, not literals: tests name no private-range address
     peering = template("federation", "es-west-federation-east")
     peering.has_resource_properties("AWS::EC2::VPCPeeringConnection", {"PeerRegion": "us-east-1"})
     peering.resource_count_is("AWS::EC2::Route", 2)  # one per west compute subnet
-    peering.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": "10.40.0.0/16"})
+    peering.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": east})
     routes = template("federation", "es-east-federation-west")
     routes.resource_count_is("AWS::EC2::Route", 2)
-    routes.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": "10.41.0.0/16"})
-    for stack, peer in [("es-east-network", "10.41.0.0/16"), ("es-west-network", "10.40.0.0/16")]:
+    routes.has_resource_properties("AWS::EC2::Route", {"DestinationCidrBlock": west})
+    for stack, peer in [("es-east-network", west), ("es-west-network", east)]:
         for port in (6817, 6819):  # slurmctld <-> slurmctld, slurmctld -> slurmdbd on the host's controller
             template("federation", stack).has_resource_properties(
                 "AWS::EC2::SecurityGroup",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cluster_config import ConfigInvalid, load
 from cluster_config.idle_cost import HOURS_PER_MONTH, idle_cost
@@ -89,7 +91,10 @@ def test_ssh_from_the_whole_internet_fails_validate_not_only_synth() -> None:
 
 
 def test_federation_members_with_overlapping_vpcs_are_rejected() -> None:
-    text = (EXAMPLES / "federation.yaml").read_text(encoding="utf-8").replace("10.41.0.0/16", "10.40.0.0/17")
+    data = yaml.safe_load((EXAMPLES / "federation.yaml").read_text(encoding="utf-8"))
+    east = ipaddress.ip_network(data["clusters"][0]["network"]["vpc_cidr"])
+    data["clusters"][1]["network"]["vpc_cidr"] = str(next(east.subnets(prefixlen_diff=1)))  # inside east's range
+    text = yaml.safe_dump(data)
     with pytest.raises(ConfigInvalid) as info:
         parse_yaml(text)
     assert [str(e) for e in info.value.errors] == [
