@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 import shlex
 import shutil
@@ -30,33 +29,41 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import boot_data, conf, daemons, enter, machines, procs, slurm_root
+from localcloud import boot_data, conf, controller_boot, daemons, enter, machines, procs, slurm_root
 from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
-from slurm_plugin.instance_cache import CacheError, write_cache
-from slurm_plugin.instance_cache_aws import build_cache, types_by_region
-from slurm_plugin.manifest import write_manifest
-from slurm_plugin.render import RenderError, RenderOptions, render_cluster
+from slurm_plugin.instance_cache import CacheError
+from slurm_plugin.render import RenderError
 from slurm_plugin.render_base import shared_mount as shared_mount_of
 
 LOG = logging.getLogger(__name__)
 DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
-SLURMD_TIMEOUT = 20
 PLUGIN_PROGRAMS = {"slurm-resume": "resume", "slurm-suspend": "suspend", "slurm-resume-fail": "resume_fail"}
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
-DIRS_SCRIPT = f"{slurm_root.BIN_IN_ROOT}/elastic-slurm-dirs"
 
 # name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
 DAEMONS: list[tuple[str, str]] = [
     ("instance-runner", "localcloud.instance_runner"),
+    ("license-sync-timer", "while sleep"),
+    ("longcheck-timer", "while sleep"),
+    ("clustermgr", "slurm_plugin.manager"),
     ("slurmctld", "slurmctld"),
     ("slurmdbd", "slurmdbd"),
     ("mariadbd", "mariadbd"),
     ("munged", "munged"),
     ("emulated-aws", "localcloud.emulated_aws"),
 ]
+# Started on the controller by its user data through the systemctl stand-in (PID files in run/units/): name -> unit
+UNIT_PID_FILES = {
+    "license-sync-timer": "slurm-license-sync.timer",
+    "longcheck-timer": "slurm-longcheck.timer",
+    "clustermgr": "slurm-clustermgr.service",
+    "slurmctld": "slurmctld.service",
+    "slurmdbd": "slurmdbd.service",
+    "munged": "munge.service",
+}
 
 
 class LocalCloudError(RuntimeError):
@@ -89,6 +96,7 @@ class CloudInfo:
     slurm_version: str = ""
     shared_mount: str = "/shared"
     compute_user_data: dict[str, str] = field(default_factory=dict)  # the values of the compute user data
+    controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -163,7 +171,7 @@ class LocalCloud(CloudOps):
     def controller(self) -> enter.View:
         """The controller machine's view of the root."""
         info = self.info()
-        return machines.controller_view(self.layout, Path(info.slurm_root), info.shared_mount)
+        return machines.controller_view(self.layout, Path(info.slurm_root), info.shared_mount, info.controller or None)
 
     def on_controller(
         self, argv: list[str], user: str = "root", env: dict[str, str] | None = None, timeout: float = 120
@@ -199,11 +207,14 @@ class LocalCloud(CloudOps):
         boot_delay: float = 2.0,
         boot_failure_rate: float = 0.0,
         shared_with: LocalCloud | None = None,
+        manager: bool = False,
     ) -> CloudInfo:
         """Start everything; on any failure, stop what was started and raise LocalCloudError.
 
+        The controller's boot starts the cluster manager as on EC2 only with `manager=True`; otherwise its unit is
+        enabled but not started (tests drive single passes with `slurm-clustermgr --once`, see docs/local-cloud.md).
         With `shared_with` (a running local cloud of another cluster of the same config), reuse its emulated AWS,
-        munged (key and socket) and MariaDB/slurmdbd instead of starting our own: a second cluster of a federation.
+        munge key secret and MariaDB/slurmdbd instead of starting our own: a second cluster of a federation.
         The caller registers this cluster in slurmdbd first (see localcloud.federation); `down` then stops only
         what this cloud started.
         """
@@ -221,6 +232,7 @@ class LocalCloud(CloudOps):
         self._fresh_state_dir()
         self.layout.create()
         self._root = root
+        self._manager = manager
         self.set_boot(boot_delay=boot_delay, boot_failure_rate=boot_failure_rate, fail_boots=0)
         try:
             return self._up(config, cluster, Path(config_path).resolve(), shared_with)
@@ -276,55 +288,44 @@ class LocalCloud(CloudOps):
             layout.pid_file("emulated-aws").write_text(f"{aws.pid}\n")
         else:
             aws = shared.aws()
-            # every machine of ours mounts this at /run/munge: make it the shared munged's socket directory
-            layout.munge_dir.rmdir()
-            layout.munge_dir.symlink_to(shared.layout.munge_dir)
         regions = [plan.region for plan in plan_networks(cluster)]
 
         def ec2(region: str) -> Any:
             return aws.client("ec2", region)
 
-        infra = create_infra(cluster, ec2, aws.url)
-        LOG.info("created VPCs, %d subnets and %d launch templates", len(infra.subnets), len(infra.launch_templates))
-
         def factory(service: str, region: str) -> Any:
             return aws.client(service, region)
 
-        cache = build_cache(types_by_region(config), factory, with_on_demand=False)
-        write_cache(cache, layout.instance_cache)
-        rendered = render_cluster(config, cluster.name, infra, cache, self._render_options(ports))
-        layout.fragments_conf.write_text(rendered.slurm_conf)
-        if rendered.gres_conf:
-            (layout.etc / "gres.conf").write_text(rendered.gres_conf)
-        for node in rendered.node_ports:
-            (layout.spool / node).mkdir(exist_ok=True)
-        if PROLOG.exists():
-            # PrologSlurmctld runs with no environment: it reads the env file beside itself, so use a copy of it.
-            shutil.copy(PROLOG, layout.bin / PROLOG.name)
-            (layout.bin / PROLOG.name).chmod(0o755)
-            (layout.bin / PROLOG.with_suffix(".env").name).write_text(
-                rendered.prolog_env + f"PROLOG_LOG={layout.log_file('prolog')}\n"
-            )
-        write_manifest(rendered.manifest, layout.manifest)
-        self._write_wrappers(aws.url)
-        (layout.etc / "cgroup.conf").write_text(conf.cgroup_conf())
+        # what the stacks create before the controllers boot: network, launch templates, controller instances, the
+        # config object, the DeployedInfra parameter, the secrets and the mounts parameter
+        infra = create_infra(cluster, ec2, aws.url)
+        LOG.info("created VPCs, %d subnets and %d launch templates", len(infra.subnets), len(infra.launch_templates))
+        hosts = controller_boot.launch_controllers(ec2(cluster.region), cluster, infra)
         shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
         boot = boot_data.publish(
             factory,
-            layout,
             cluster.name,
             cluster.region,
+            layout.shared,
             shared_mount,
-            conf_server=f"127.0.0.1:{ports.slurmctld}",
             munge_secret=shared.info().compute_user_data.get("ES_MUNGE_SECRET") if shared is not None else None,
         )
-        accounting = True
-        db_password = secrets.token_hex(12)
-        hostname = socket.gethostname().split(".")[0]
-        layout.slurm_conf.write_text(conf.slurm_conf(cluster.name, hostname, layout, ports, accounting, SLURMD_TIMEOUT))
-        layout.slurmdbd_conf.write_text(conf.slurmdbd_conf(layout, ports, db_password))
-        os.chmod(layout.slurmdbd_conf, 0o600)
-        layout.my_cnf.write_text(conf.my_cnf(layout, ports))
+        db_secret = None
+        accounting = config.accounting.mode != "none"
+        if shared is None and accounting:  # the RDS stand-in, on the host; its secret names it as RDS's would
+            db_password = secrets.token_hex(12)
+            layout.my_cnf.write_text(conf.my_cnf(layout, ports))
+            try:
+                daemons.start_mariadb(layout, db_password)
+            except daemons.DaemonError as exc:
+                raise LocalCloudError(str(exc)) from None
+            db_secret = conf.db_secret(ports, db_password)
+        values = {
+            **boot.values,
+            **controller_boot.publish(factory, cluster, config_path, infra, db_secret),
+            **self._machine_values(aws.url, ports),
+        }
+        self._write_wrappers(aws.url)
         info = CloudInfo(
             cluster=cluster.name,
             config_path=str(config_path),
@@ -338,61 +339,44 @@ class LocalCloud(CloudOps):
             slurm_version=slurm_root.slurm_version(self._root),
             shared_mount=shared_mount,
             compute_user_data=boot.values,
+            controller=hosts[0].hostname,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
-        view = machines.controller_view(layout, self._root, shared_mount)
+        view = machines.controller_view(layout, self._root, shared_mount, hosts[0].hostname)
         machines.write_client_wrappers(layout, view)
-        self._make_dirs(view)
-        LOG.info("starting munged, MariaDB, slurmdbd, slurmctld (Slurm %s, as in %s)", info.slurm_version, self._root)
+        (layout.run / "units").mkdir(exist_ok=True)
+        for name, unit in UNIT_PID_FILES.items():
+            layout.pid_file(name).symlink_to(layout.run / "units" / f"{unit}.pid")
+        LOG.info("booting controller %s from its user data (Slurm %s)", hosts[0].hostname, info.slurm_version)
         try:
-            if shared is None:
-                daemons.start_munged(layout, view)
-                daemons.start_mariadb(layout, db_password)
-                daemons.start_slurmdbd(layout, view, cluster.name)
-            daemons.start_slurmctld(layout, view)
-        except daemons.DaemonError as exc:
+            controller_boot.boot(layout, view, values, {daemons.CLOUD_MARKER: str(layout.root)})
+            if shared is None and accounting:
+                daemons.add_job_user(view, cluster.name)
+        except (controller_boot.BootError, daemons.DaemonError) as exc:
             raise LocalCloudError(str(exc)) from None
         runner = [sys.executable, "-m", "localcloud.instance_runner", "--state-dir", str(layout.root)]
         procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
         LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
         return info
 
-    def _make_dirs(self, view: enter.View) -> None:
-        """The directories slurmctld, the plugin and the manager write, created with their owners by the same
-        script the image and the controller's boot run (assets/bootstrap/elastic-slurm-dirs)."""
+    def _machine_values(self, aws_url: str, ports: conf.Ports) -> dict[str, str]:
+        """What this machine adds to the controller's env file: the emulated endpoint and credentials (the instance
+        profile on EC2), the render overrides (ports, paths under the state dir, timers) and where the systemctl
+        stand-in keeps its PID files; plus the marker every process of this cloud carries."""
         layout = self.layout
-        env = {
+        overrides = layout.state / "render-overrides.json"
+        overrides.write_text(json.dumps(conf.render_overrides(layout, ports), indent=2))
+        return {
+            "AWS_ENDPOINT_URL": aws_url,
+            **DUMMY_AWS_ENV,
+            "ES_RENDER_OVERRIDES": str(overrides),
+            "ES_LOCAL_UNIT_DIR": str(layout.run / "units"),
             "ES_STATE_DIR": str(layout.plugin_state),
             "ES_LOG_DIR": str(layout.log),
             "ES_SLURM_LOG_DIR": str(layout.log),
-            "ES_SLURMCTLD_DIRS": f"{layout.state / 'slurmctld'} {layout.slurm_run}",
+            daemons.CLOUD_MARKER: str(layout.root),
+            "ES_LOCAL_UNITS_SKIP": "" if self._manager else "slurm-clustermgr.service",
         }
-        result = subprocess.run(
-            enter.argv(view, [DIRS_SCRIPT]),
-            env=enter.user_env(enter.user(view.root, "root"), env),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if result.returncode != 0:
-            raise LocalCloudError(f"elastic-slurm-dirs failed: {result.stderr.strip()}")
-
-    def _render_options(self, ports: conf.Ports) -> RenderOptions:
-        bin_dir = self.layout.bin
-        prolog = str(bin_dir / PROLOG.name) if PROLOG.exists() else None
-        return RenderOptions(
-            resume_program=str(bin_dir / "slurm-resume"),
-            suspend_program=str(bin_dir / "slurm-suspend"),
-            resume_fail_program=str(bin_dir / "slurm-resume-fail"),
-            prolog_program=prolog,
-            state_dir=str(self.layout.plugin_state),
-            log_file=str(self.layout.log_file("plugin")),
-            instance_cache_path=str(self.layout.instance_cache),
-            slurm_bin_dir=str(daemons.SLURM_BIN),
-            slurm_conf=str(self.layout.slurm_conf),
-            slurmd_port_base=ports.slurmd_base,
-            slurmctld_parameters_in_base=True,
-        )
 
     def _write_wrappers(self, aws_url: str) -> None:
         env = {

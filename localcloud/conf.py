@@ -1,18 +1,18 @@
-"""Text of the local cloud's own config files (pure): base slurm.conf, slurmdbd.conf, my.cnf.
+"""What the local cloud's machine differs in, as data (pure): render overrides, the database secret, my.cnf.
 
-The base slurm.conf is the local overlay: paths under the state dir, loopback ports, no cgroup plugins (this machine
-mounts only cgroup v1 controllers), accounting through slurmdbd; SlurmUser is `slurm` as on EC2 and munge is reached at
-its default socket (/run/munge, bound per machine). Compute nodes run configless: slurmctld ships this file, the
-fragments it includes and cgroup.conf. It ends with `Include` of the fragments produced by the production `render`
-code (nodes, partitions, power-save programs and timers), so the cluster shape is exactly what EC2 would get.
+The controller renders its slurm.conf, cgroup.conf and slurmdbd.conf itself, with the production commands its user
+data runs; `render_overrides` is what those commands change on this machine ($ES_RENDER_OVERRIDES): ports, paths
+under the state dir, no cgroup plugins (this machine mounts only cgroup v1 controllers), node hardware from the config,
+shorter Slurm timers. MariaDB (the RDS stand-in) runs on the host with `my_cnf`; `db_secret` is its RDS-style secret.
+`slurmdbd_conf` remains for tests that run slurmdbd without a controller boot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from localcloud.layout import Layout
-from slurm_plugin.render import FRAGMENT_SLURMCTLD_PARAMETERS
 
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
@@ -30,66 +30,54 @@ class Ports:
     slurmd_base: int
 
 
-def slurm_conf(cluster: str, hostname: str, layout: Layout, ports: Ports, accounting: bool, slurmd_timeout: int) -> str:
-    """The base slurm.conf; the rendered fragments are included at the end."""
-    # cred_expire is also how long a requeued job waits before it may start again (default 120 s).
-    auth = f"cred_expire={CRED_EXPIRE}"
-    lines = [
-        "# Written by `elastic-slurm local up` — the local-cloud overlay. Cluster shape: see the Include at the end.",
-        f"ClusterName={cluster}",
-        f"SlurmctldHost={hostname}(127.0.0.1)",
-        f"SlurmctldPort={ports.slurmctld}",
-        f"SlurmdPort={ports.slurmd_base}",
-        "SlurmUser=slurm",
-        "SlurmdUser=root",
-        "# compute nodes fetch this file (and what it includes, and cgroup.conf) from slurmctld",
-        "SlurmctldParameters=" + ",".join(("enable_configless", *FRAGMENT_SLURMCTLD_PARAMETERS)),
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo={auth}",
-        f"StateSaveLocation={layout.state / 'slurmctld'}",
-        f"SlurmdSpoolDir={layout.spool}/%n",
-        f"SlurmctldPidFile={layout.slurm_run / 'slurmctld.pid'}",
-        f"SlurmdPidFile={layout.run}/slurmd-%n.pid",
-        f"SlurmctldLogFile={layout.log_file('slurmctld')}",
-        f"SlurmdLogFile={layout.log}/slurmd-%n.log",
-        "SlurmctldDebug=info",
-        "SlurmdDebug=info",
-        "# No cgroup plugins: this machine mounts only cgroup v1 controllers (cgroup.conf: CgroupPlugin=disabled).",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "MpiDefault=none",
-        "# Emulated instances claim the CPUs/memory of their instance type, more than this host has.",
-        "SlurmdParameters=config_overrides",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_CPU",
-        "SchedulerType=sched/backfill",
-        "MailProg=/bin/true",
-        f"SlurmdTimeout={slurmd_timeout}",
-        "MessageTimeout=10",
-        "KillWait=5",
-        "MinJobAge=300",
-        "JobRequeue=1",
-    ]
-    if accounting:
-        lines += [
-            "AccountingStorageType=accounting_storage/slurmdbd",
-            "AccountingStorageHost=127.0.0.1",
-            f"AccountingStoragePort={ports.slurmdbd}",
-            "JobCompType=jobcomp/none",
-        ]
-    else:
-        lines += ["AccountingStorageType=accounting_storage/none"]
-    # relative: configless ships included files only when they sit beside slurm.conf and are named relatively
-    lines += [f"Include {layout.fragments_conf.name}", ""]
-    return "\n".join(lines)
+def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
+    """What the controller's `elastic-slurm render` and `render-slurmdbd` change for this machine
+    ($ES_RENDER_OVERRIDES, slurm_plugin/render_overrides.py); every key is listed in docs/local-cloud.md."""
+    bin_dir = layout.bin
+    return {
+        "options": {
+            # wrappers that add the emulated endpoint and credentials (the instance profile on EC2), then exec the
+            # image's program: slurmctld runs these with an environment of its own making
+            "resume_program": str(bin_dir / "slurm-resume"),
+            "suspend_program": str(bin_dir / "slurm-suspend"),
+            "resume_fail_program": str(bin_dir / "slurm-resume-fail"),
+            "state_dir": str(layout.plugin_state),
+            "log_file": str(layout.log_file("plugin")),
+            "prolog_log": str(layout.log_file("prolog")),
+            "slurmd_port_base": ports.slurmd_base,  # one slurmd port per node: they share one address family
+        },
+        "base": {
+            "slurmctld_port": ports.slurmctld,
+            "slurmd_port": ports.slurmd_base,
+            "slurmdbd_port": ports.slurmdbd,
+            "log_dir": str(layout.log),
+            "pid_dir": str(layout.run),
+            "slurmd_spool_dir": f"{layout.spool}/%n",
+            "per_node_files": True,
+            "cgroup": False,
+            "config_overrides": True,
+            "timers": [
+                ["SlurmdTimeout", "20"],
+                ["MessageTimeout", "10"],
+                ["KillWait", "5"],
+                # also how long a requeued job waits before it may start again (default 120 s)
+                ["AuthInfo", f"cred_expire={CRED_EXPIRE}"],
+            ],
+        },
+        "dbd": {"port": ports.slurmdbd, "log_file": str(layout.log_file("slurmdbd"))},
+    }
 
 
-def cgroup_conf() -> str:
-    """cgroup.conf of the local cloud: slurmd 24.11+ initializes a cgroup plugin even without cgroup plugins in
-    slurm.conf, and fails on this machine's cgroup v1 tmpfs unless told not to (production: cgroup/v2)."""
-    return "# Written by `elastic-slurm local up`: no cgroup plugin on this machine (see docs/local-cloud.md).\nCgroupPlugin=disabled\n"
+def db_secret(ports: Ports, db_password: str) -> dict[str, Any]:
+    """The accounting database's secret as RDS writes it, for the local MariaDB."""
+    return {
+        "engine": "mariadb",
+        "host": "127.0.0.1",
+        "port": ports.mysql,
+        "username": DB_USER,
+        "password": db_password,
+        "dbname": DB_NAME,
+    }
 
 
 def slurmdbd_conf(layout: Layout, ports: Ports, db_password: str) -> str:

@@ -1,7 +1,9 @@
-"""Start the real Slurm-side daemons of the local cloud: munged, mariadbd, slurmdbd, slurmctld.
+"""Start daemons of the local cloud directly: MariaDB (the RDS stand-in, on the host) for every local cloud; munged,
+slurmdbd and slurmctld only for tests that run them without a controller boot (a local cloud's controller starts its
+own from its user data, localcloud/controller_boot.py).
 
 munged, slurmdbd and slurmctld run on the controller's view of the Slurm root (localcloud.machines) as the users
-they run as on EC2 — munge, slurm, slurm; MariaDB (the stand-in for RDS) runs on the host. Each runs in the foreground
+they run as on EC2 — munge, slurm, slurm. Each runs in the foreground
 in its own session, with a PID file under run/ and a log under log/; each start function waits (bounded) until the
 daemon answers and raises DaemonError with the log's last lines otherwise. None of them touches the system's own
 munge, MariaDB or Slurm configuration.
@@ -178,3 +180,23 @@ def start_slurmctld(layout: Layout, view: enter.View) -> int:
     if not procs.wait_until(up, 60, 0.5) or proc.poll() is not None:
         raise DaemonError(f"slurmctld did not start:\n{_tail(layout.log_file('slurmctld'))}")
     return proc.pid
+
+
+def add_job_user(view: enter.View, cluster: str) -> None:
+    """Give the local cloud's job user (an ordinary user, neither root nor an admin) an account and association on
+    `cluster`, as a site adds its users (`accounts:` in the config does the same on EC2, through the boot)."""
+    sacctmgr = str(SLURM_BIN / "sacctmgr")
+    for args in (
+        ["add", "account", "local", "Description=local-cloud", "Organization=local"],
+        ["add", "user", JOB_USER, "Account=local", "DefaultAccount=local"],
+    ):
+        run_on(view, [sacctmgr, "-i", *args])  # 'Nothing new added' on a re-run is fine: the check below decides
+    out = subprocess.run(
+        enter.argv(view, [sacctmgr, "-n", "-P", "show", "assoc", "format=cluster,user"]),
+        env=enter.user_env(enter.user(view.root, "root")),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    if f"{cluster}|{JOB_USER}" not in out:
+        raise DaemonError(f"sacctmgr could not create the association of {JOB_USER} on cluster {cluster}")

@@ -48,9 +48,10 @@ class View:
 
     root: Path
     binds: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    hostname: str | None = None  # the machine's own host name (a UTS namespace), else the host's
 
     def with_binds(self, *binds: tuple[str | Path, str | Path]) -> View:
-        return View(self.root, (*self.binds, *((str(h), str(i)) for h, i in binds)))
+        return View(self.root, (*self.binds, *((str(h), str(i)) for h, i in binds)), self.hostname)
 
 
 def same_path(*paths: str | Path) -> tuple[tuple[str, str], ...]:
@@ -61,6 +62,8 @@ def same_path(*paths: str | Path) -> tuple[tuple[str, str], ...]:
 def _script(view: View) -> str:
     root = shlex.quote(str(view.root))
     lines = ["set -e", f"r={root}"]
+    if view.hostname:
+        lines.append(f"hostname {shlex.quote(view.hostname)}")
     for fs in ("proc", "dev", "sys"):
         lines.append(f'mount --rbind /{fs} "$r/{fs}"')
     for host, inside in ((str(REPO_ROOT), SRC_IN_ROOT), *view.binds):
@@ -85,6 +88,7 @@ def argv(view: View, command: list[str], as_user: User | None = None, cwd: str |
     return [
         "unshare",
         "--mount",
+        *(["--uts"] if view.hostname else []),
         "--propagation",
         "private",
         "--",

@@ -35,7 +35,7 @@ from localcloud.emulated_aws import DUMMY_CREDENTIALS
 from localcloud.layout import Layout
 from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
-from slurm_plugin.manifest import TAG_CLUSTER
+from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 
 LOG = logging.getLogger("instance-runner")
 POLL_SECONDS = 1.0
@@ -71,7 +71,8 @@ def observe(clients: dict[str, Any], cluster: str) -> list[Observed] | None:
     try:
         for region, ec2 in clients.items():
             pages = ec2.get_paginator("describe_instances").paginate(
-                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
+                # compute instances only (they carry their pool): the controllers are booted by `local up`
+                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}, {"Name": "tag-key", "Values": [TAG_POOL]}]
             )
             for page in pages:
                 for reservation in page["Reservations"]:

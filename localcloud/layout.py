@@ -59,7 +59,7 @@ class Layout:
 
     @property
     def fragments_conf(self) -> Path:
-        return self.etc / "elastic-slurm.conf"
+        return self.etc / "slurm-elastic.conf"
 
     @property
     def slurmdbd_conf(self) -> Path:
@@ -71,12 +71,13 @@ class Layout:
 
     @property
     def munge_key(self) -> Path:
-        return self.etc / "munge.key"
+        """The controller's munge key (its /etc/munge/munge.key, written by its boot from the secret)."""
+        return self.machine_dir("controller") / "etc-munge" / "munge.key"
 
     @property
     def munge_dir(self) -> Path:
-        """munged's socket directory: every emulated machine of this cloud sees it at /run/munge."""
-        return self.run / "munge"
+        """The controller's munged socket directory (its /run/munge)."""
+        return self.machine_dir("controller") / "run" / "munge"
 
     @property
     def munge_socket(self) -> Path:

@@ -1,9 +1,9 @@
 """The emulated machines of one local cloud — the controller and each EC2 instance — as views of the Slurm root.
 
-- The controller sees the whole state directory at its own path (its "disk": slurm.conf and the fragments, the
-  manifest, logs, slurmctld state, plugin state), its slurm.conf also at /etc/slurm (Slurm's default path, so clients
-  need no SLURM_CONF), munged's socket at /run/munge, the shared file system at its mount point, and a private /run
-  and /tmp.
+- The controller sees the whole state directory at its own path (its "disk": logs, plugin state, spool), its
+  etc/ at /etc/slurm (what its boot renders: slurm.conf, fragments, manifest; Slurm's default path, so clients need no
+  SLURM_CONF), its own /etc/munge, /etc/elastic-slurm, /etc/systemd/system, /run and /tmp, the shared file system at
+  its mount point, and its EC2 host name (a UTS namespace) resolved by its own /etc/hosts.
 - An instance sees no configuration at all: a private /run and /tmp, munged's socket, the shared file system, the jobs
   directory, and only the spool/log/pid directories its slurmd writes. Its slurmd runs configless (`--conf-server`).
 
@@ -47,15 +47,29 @@ def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
     return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"))
 
 
-def controller_view(layout: Layout, root: Path, shared_mount: str) -> enter.View:
-    """The controller (and login) machine."""
-    return enter.View(root).with_binds(
+def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:
+    """The controller (and login) machine: with `hostname` (its EC2 name), its own host name and /etc/hosts."""
+    base = layout.machine_dir("controller")
+    for sub in ("etc-munge", "etc-elastic-slurm", "etc-systemd"):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+    extra: tuple[tuple[str, str], ...] = ()
+    if hostname:
+        hosts = base / "hosts"
+        if not hosts.exists():
+            address = hostname.removeprefix("ip-").replace("-", ".")
+            hosts.write_text(f"127.0.0.1 localhost\n{address} {hostname}\n")
+        extra = ((str(hosts), "/etc/hosts"),)
+    view = enter.View(root, hostname=hostname).with_binds(
+        *extra,
         *_private(layout, "controller"),
-        (layout.munge_dir, "/run/munge"),
+        (base / "etc-munge", "/etc/munge"),
+        (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
+        (base / "etc-systemd", "/etc/systemd/system"),
         (layout.etc, "/etc/slurm"),
         *enter.same_path(layout.root, REPO_ROOT),
         (layout.shared, shared_mount),
     )
+    return view
 
 
 def ec2_hostname(private_ip: str) -> str:

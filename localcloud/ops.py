@@ -207,11 +207,12 @@ class CloudOps:
 
     # ------------------------------------------------------------------ EC2
     def instances(self, states: Sequence[str] | None = None) -> list[Instance]:
-        """The cluster's instances in every region, as the emulated EC2 reports them."""
+        """The cluster's compute instances in every region, as the emulated EC2 reports them."""
         info = self.info()
         aws = self.aws()
         found = []
-        filters = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [info.cluster]}]
+        # compute instances (they carry their pool), not the controllers
+        filters = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [info.cluster]}, {"Name": "tag-key", "Values": [TAG_POOL]}]
         if states:
             filters.append({"Name": "instance-state-name", "Values": list(states)})
         for region in info.regions:

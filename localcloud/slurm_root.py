@@ -32,7 +32,8 @@ DEFAULT_SLURM = "26.05"
 ROOT_CACHE = Path(os.environ.get("ELASTIC_SLURM_ROOT_CACHE", "/var/cache/elastic-slurm"))
 SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
-RECIPE_VERSION = "5"  # bump when the customization below changes
+VENV_IN_ROOT = "/opt/elastic-slurm/venv"  # where the image pip-installs the project
+RECIPE_VERSION = "6"  # bump when the customization below changes
 BIND_SOURCE_C = REPO_ROOT / "localcloud" / "native" / "bind_source.c"
 BIND_SOURCE_SO = "/opt/elastic-slurm/lib/local-cloud/bind_source.so"  # inside the root
 SYSTEMCTL_SHIM = REPO_ROOT / "localcloud" / "native" / "systemctl"  # no systemd in a chroot: see the script
@@ -100,7 +101,6 @@ def _key(rel: Release) -> str:
             PACKAGES,
             sorted(console_scripts().items()),
             BIND_SOURCE_C.read_text(),
-            SYSTEMCTL_SHIM.read_text(),
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -159,7 +159,24 @@ def _customize(root: Path) -> None:
     subprocess.run(
         ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(BIND_SOURCE_C), "-ldl"], check=True, capture_output=True
     )
-    shutil.copy(SYSTEMCTL_SHIM, root / "usr/local/sbin/systemctl")
+    # the systemctl stand-in and our units: links into the mounted source, so they are current (see the shim)
+    shim = root / "usr/local/sbin/systemctl"
+    shim.unlink(missing_ok=True)
+    shim.symlink_to(f"{SRC_IN_ROOT}/{SYSTEMCTL_SHIM.relative_to(REPO_ROOT)}")
+    for unit in sorted((REPO_ROOT / "assets" / "systemd").iterdir()):
+        link = root / "usr/lib/systemd/system" / unit.name
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"{SRC_IN_ROOT}/assets/systemd/{unit.name}")
+    # the image pip-installs the project into /opt/elastic-slurm/venv: here its python runs the mounted source
+    venv_bin = root / VENV_IN_ROOT.lstrip("/") / "bin"
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    (venv_bin / "python").write_text(
+        f'#!/bin/sh\nexport PYTHONPATH={SRC_IN_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}\nexec /usr/bin/python3 "$@"\n'
+    )
+    (venv_bin / "python").chmod(0o755)
+    for program in console_scripts():
+        (venv_bin / program).unlink(missing_ok=True)
+        (venv_bin / program).symlink_to(f"{BIN_IN_ROOT}/{program}")
     # no slurm.conf and no munge key in the image: the controller renders one, compute nodes run configless
     for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
         (root / leftover).unlink(missing_ok=True)

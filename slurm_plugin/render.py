@@ -41,7 +41,8 @@ class RenderOptions:
     prolog_program: str | None = f"{PREFIX}/bin/prolog-wait-for-boot.sh"
     state_dir: str = "/var/lib/elastic-slurm"
     log_file: str = "/var/log/elastic-slurm/plugin.log"
-    instance_cache_path: str = f"{PREFIX}/etc/instance-cache.json"
+    prolog_log: str | None = "/var/log/elastic-slurm/prolog.log"  # one line per prolog decision
+    instance_cache_path: str = "/etc/elastic-slurm/instance-cache.json"  # written by the controller boot
     slurm_bin_dir: str = "/usr/bin"
     slurm_conf: str | None = None
     slurmd_port_base: int | None = None
@@ -211,3 +212,5 @@ def _prolog_env(cluster: Cluster, opts: RenderOptions) -> Iterator[str]:
     if opts.slurm_conf:
         yield f"SLURM_CONF={shlex.quote(opts.slurm_conf)}"
     yield f"WAIT_LIMIT={cluster.slurm.resume_timeout}"
+    if opts.prolog_log:
+        yield f"PROLOG_LOG={shlex.quote(opts.prolog_log)}"

@@ -23,7 +23,7 @@ class DbdPaths:
     """Where slurmdbd logs and keeps its PID (production defaults)."""
 
     log_file: str = "/var/log/slurm/slurmdbd.log"
-    pid_file: str = "/run/slurmdbd.pid"
+    pid_file: str = "/run/slurmdbd/slurmdbd.pid"  # slurmdbd runs as slurm: its unit's RuntimeDirectory
     port: int = 6819
 
 

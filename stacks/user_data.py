@@ -18,7 +18,9 @@ VENV_PYTHON = "/opt/elastic-slurm/venv/bin/python"
 ETC = "/etc/elastic-slurm"
 
 _PRELUDE = [
-    "set -euo pipefail",
+    "set -Eeuo pipefail",
+    "# a failing step fails the boot visibly: its line and command in the boot log (cloud-init output), exit non-zero",
+    "trap 'echo \"elastic-slurm boot: FAILED at line $LINENO: $BASH_COMMAND\" >&2' ERR",
     f"install -d -m 0755 {ETC}",
     "set -a; . /etc/elastic-slurm/env; set +a",
     'export AWS_DEFAULT_REGION="$ES_REGION"',
@@ -100,9 +102,14 @@ _CONTROLLER = [
     "# the same script the local cloud runs (assets/bootstrap/elastic-slurm-dirs)",
     "ES_SLURMCTLD_DIRS=\"/var/spool/slurmctld $(sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)\""
     f" {BIN}/elastic-slurm-dirs",
-    "# the plugin programs and the cluster manager read the manifest at its default path; the prolog its env beside it",
+    "# the plugin programs and the cluster manager read the manifest at its default path, the prolog its env here",
     f"ln -sfn /etc/slurm/manifest.json {ETC}/manifest.json",
-    f"install -m 0644 /etc/slurm/prolog-wait-for-boot.env {BIN}/prolog-wait-for-boot.env",
+    f"install -m 0644 /etc/slurm/prolog-wait-for-boot.env {ETC}/prolog-wait-for-boot.env",
+    "es_wait() {  # es_wait SECONDS WHAT COMMAND...: retry COMMAND every 2 s until it succeeds, else fail the boot",
+    "  local limit=$1 what=$2; shift 2",
+    '  for _ in $(seq $((limit / 2))); do "$@" >/dev/null 2>&1 && return 0; sleep 2; done',
+    '  echo "elastic-slurm boot: $what did not answer within ${limit}s" >&2; return 1',
+    "}",
     "# slurmdbd (accounting host only): slurmdbd.conf from the database secret, mode 0600, then start it",
     'if [ -n "${ES_DB_SECRET:-}" ] && [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then',
     '  (umask 077; aws secretsmanager get-secret-value --secret-id "$ES_DB_SECRET" --query SecretString'
@@ -112,6 +119,13 @@ _CONTROLLER = [
     "  rm -f /run/elastic-slurm-db-secret.json",
     "  chown slurm:slurm /etc/slurm/slurmdbd.conf",
     "  systemctl enable --now slurmdbd",
+    "  es_wait 600 slurmdbd sacctmgr -n show cluster",
+    "  # the config's clusters, federation, accounts, users, QOS and licenses, before slurmctld registers",
+    f"  {BIN}/slurm-accounting-apply --desired /etc/slurm/accounting.json",
+    'elif [ "$acct_mode" != none ]; then',
+    "  # another controller hosts slurmdbd: wait until it answers and knows this cluster",
+    '  es_wait 900 "slurmdbd (cluster $ES_CLUSTER registered)" bash -c'
+    " 'sacctmgr -n -P show cluster format=cluster | grep -qx \"$ES_CLUSTER\"'",
     "fi",
     "# license sync timer: only when the config has licenses with a server (the drop-in holds their schedules)",
     f"licenses_synced=$({VENV_PYTHON} - {ETC}/cluster.yaml \"$ES_CLUSTER\" <<'PY'",
@@ -130,11 +144,13 @@ _CONTROLLER = [
     "PY",
     ")",
     'if [ "$licenses_synced" = yes ]; then systemctl daemon-reload && systemctl enable --now slurm-license-sync.timer; fi',
-    "# cluster manager (assets/systemd/slurm-clustermgr.service): it retries until slurmctld answers",
+    "systemctl enable --now slurmctld",
+    'es_wait 300 "slurmctld on $(hostname -s)" bash -c \'scontrol ping | grep -q "at $(hostname -s) is UP"\'',
+    "# cluster manager (assets/systemd/slurm-clustermgr.service)",
     "systemctl enable --now slurm-clustermgr.service",
     "# long health check schedule (assets/systemd/slurm-longcheck.timer): the primary controller submits it",
-    'if [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable slurm-longcheck.timer; fi',
-    "systemctl enable --now slurmctld",
+    'if [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable --now slurm-longcheck.timer; fi',
+    'echo "elastic-slurm boot: controller $(hostname -s) of $ES_CLUSTER is up"',
 ]
 
 _COMPUTE = [

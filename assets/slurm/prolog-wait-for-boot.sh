@@ -10,12 +10,14 @@
 # to ResumeTimeout) and as soon as the job is no longer CONFIGURING (e.g. requeued because a node never booted).
 #
 # slurmctld runs it with no PATH and no SLURM_CONF: settings come from an env file written by `elastic-slurm render`,
-# found at $ELASTIC_SLURM_PROLOG_ENV, else beside this script as prolog-wait-for-boot.env. Keys:
+# found at $ELASTIC_SLURM_PROLOG_ENV, else /etc/elastic-slurm/prolog-wait-for-boot.env (where the controller's boot
+# installs it), else beside this script as prolog-wait-for-boot.env. Keys:
 #   SLURM_BIN_DIR (default /usr/bin), SLURM_CONF (optional), WAIT_LIMIT (seconds, default 600),
 #   POLL_INTERVAL (seconds, default 1), PROLOG_LOG (optional file to append one line per decision to).
 export PATH=/usr/bin:/bin
 
-env_file=${ELASTIC_SLURM_PROLOG_ENV:-"${BASH_SOURCE[0]%/*}/prolog-wait-for-boot.env"}
+env_file=${ELASTIC_SLURM_PROLOG_ENV:-/etc/elastic-slurm/prolog-wait-for-boot.env}
+[[ -r $env_file ]] || env_file="${BASH_SOURCE[0]%/*}/prolog-wait-for-boot.env"
 if [[ -r $env_file ]]; then
     # shellcheck disable=SC1090
     source "$env_file" || true

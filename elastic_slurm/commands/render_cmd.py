@@ -4,8 +4,10 @@ Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slur
 `manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
 file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
 With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that
-`Include`s the fragment, `cgroup.conf` (slurm_plugin/render_base.py) and `conf-server` (one line: the
-`slurmd --conf-server` argument compute nodes need in configless mode).
+`Include`s the fragment, `cgroup.conf` (slurm_plugin/render_base.py), `conf-server` (one line: the
+`slurmd --conf-server` argument compute nodes need in configless mode) and `accounting.json` (the accounting objects
+the config asks slurmdbd to hold, for `slurm-accounting-apply`). Where the machine differs from EC2 (the local cloud),
+$ES_RENDER_OVERRIDES names its paths, ports and timers (slurm_plugin/render_overrides.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pydantic import ValidationError
 
 from cluster_config import ElasticSlurmConfig, load
 from elastic_slurm.errors import UserError
+from slurm_plugin import render_overrides
+from slurm_plugin.accounting_diff import desired_state
 from slurm_plugin.instance_cache import CacheError, load_cache
 from slurm_plugin.manifest import DeployedInfra, write_manifest
 from slurm_plugin.render import Rendered, RenderError, RenderOptions, render_cluster
@@ -31,6 +35,7 @@ PROLOG_ENV_NAME = "prolog-wait-for-boot.env"
 BASE_CONF_NAME = "slurm.conf"
 CGROUP_CONF_NAME = "cgroup.conf"
 CONF_SERVER_NAME = "conf-server"  # the `slurmd --conf-server` argument for compute nodes
+ACCOUNTING_NAME = "accounting.json"  # desired accounting state for `slurm-accounting-apply --desired`
 
 
 def register(sub: Any) -> None:
@@ -74,13 +79,21 @@ def run_render(args: argparse.Namespace) -> int:
     if args.controller_hosts is not None and len(names) > 1:
         raise UserError("--controller-hosts: the file has several clusters; choose one with --cluster")
     out = Path(args.out)
-    options = RenderOptions(slurmctld_parameters_in_base=args.controller_hosts is not None)
+    try:
+        overrides = render_overrides.load()
+        options = render_overrides.apply(
+            RenderOptions(slurmctld_parameters_in_base=args.controller_hosts is not None),
+            overrides["options"],
+            "options",
+        )
+    except RenderError as exc:
+        raise UserError(str(exc)) from None
     for name in names:
         target = out / name if len(names) > 1 else out
         try:
             infra = _infra(args.infra) if args.infra else placeholder_infra(config.cluster(name))
             rendered = render_cluster(config, name, infra, cache, options)
-            base = _base(args, config, name, target) if args.controller_hosts is not None else None
+            base = _base(args, config, name, target, overrides["base"]) if args.controller_hosts is not None else None
         except KeyError:
             known = ", ".join(c.name for c in config.clusters)
             raise UserError(f"--cluster: no cluster '{name}' in {args.file} (it has: {known})") from None
@@ -89,9 +102,10 @@ def run_render(args: argparse.Namespace) -> int:
         write_rendered(rendered, target)
         if base is not None:
             _write(target / BASE_CONF_NAME, base[0])
-            _write(target / CGROUP_CONF_NAME, render_cgroup_conf())
+            _write(target / CGROUP_CONF_NAME, base[2])
             _write(target / CONF_SERVER_NAME, base[1] + "\n")
-        extra = [f"{BASE_CONF_NAME} + {CGROUP_CONF_NAME}"] if base is not None else []
+            _write(target / ACCOUNTING_NAME, desired_state(config).model_dump_json(indent=2) + "\n")
+        extra = [f"{BASE_CONF_NAME} + {CGROUP_CONF_NAME} + {ACCOUNTING_NAME}"] if base is not None else []
         print(f"{target}: cluster {name}: {', '.join([*_summary(rendered), *extra])}")
     return 0
 
@@ -112,15 +126,18 @@ def write_rendered(rendered: Rendered, target: Path) -> None:
     write_manifest(rendered.manifest, target / MANIFEST_NAME)
 
 
-def _base(args: argparse.Namespace, config: ElasticSlurmConfig, name: str, target: Path) -> tuple[str, str]:
-    """The base slurm.conf text and the conf-server argument."""
+def _base(
+    args: argparse.Namespace, config: ElasticSlurmConfig, name: str, target: Path, overrides: dict[str, Any]
+) -> tuple[str, str, str]:
+    """The base slurm.conf text, the conf-server argument and cgroup.conf."""
     hosts = tuple(h.strip() for h in args.controller_hosts.split(",") if h.strip())
     settings = BaseSettings(
         controller_hosts=hosts,
         fragments_path=args.fragments_path or str((target / SLURM_CONF_NAME).absolute()),
         slurmdbd_host=args.slurmdbd_host or None,
     )
-    return render_base_conf(config, name, settings), conf_server(settings)
+    settings = render_overrides.apply(settings, overrides, "base")
+    return render_base_conf(config, name, settings), conf_server(settings), render_cgroup_conf(settings)
 
 
 def _write(path: Path, text: str) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from elastic_slurm.errors import UserError
-from slurm_plugin.render_dbd import DbdConfigError, render_slurmdbd_conf
+from slurm_plugin import render_overrides
+from slurm_plugin.render_dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
+from slurm_plugin.render_manifest import RenderError
 
 
 def register(sub: Any) -> None:
@@ -32,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(secret, dict):
         raise UserError("--secret-json: expected a JSON object")
     try:
-        text = render_slurmdbd_conf(secret, args.dbd_host)
-    except DbdConfigError as exc:
+        paths = render_overrides.apply(DbdPaths(), render_overrides.load()["dbd"], "dbd")
+        text = render_slurmdbd_conf(secret, args.dbd_host, paths=paths)
+    except (DbdConfigError, RenderError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.out)
     tmp = out.with_name(out.name + ".tmp")

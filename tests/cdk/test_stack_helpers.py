@@ -21,7 +21,11 @@ def test_controller_boot_renders_from_deployed_infra_and_starts_slurmctld() -> N
     script = "\n".join(lines)
     assert "echo 'ES_ROLE=controller' >> /etc/elastic-slurm/env" in lines
     assert "--infra /etc/elastic-slurm/infra.json" in script
-    assert script.rstrip().endswith("systemctl enable --now slurmctld")
+    # slurmctld starts after slurmdbd answered and the accounting objects were applied; the boot waits for it to answer
+    order = ["es_wait 600 slurmdbd", "slurm-accounting-apply", "systemctl enable --now slurmctld", "scontrol ping"]
+    positions = [script.index(step) for step in order]
+    assert positions == sorted(positions)
+    assert lines[-1].startswith('echo "elastic-slurm boot: controller')
     assert "/etc/munge/munge.key" in script
 
 

@@ -11,14 +11,47 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from localcloud import enter, procs, slurm_root
+from localcloud import controller_boot, enter, procs, slurm_root
 from localcloud.boot_data import BootData
-from localcloud.cloud import LocalCloud
+from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.ops import LIVE
-from tests.e2e.conftest import assert_no_orphans, cold_nodes, exclude_warm
+from stacks.user_data import boot_commands
+from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
+
+# What the local controller's env file adds to the values the stacks give it (docs/local-cloud.md: endpoint and
+# credentials of the instance profile, render overrides, the systemctl stand-in's PID directory, the directories the
+# plugin writes, the cloud's marker and the units it does not start)
+LOCAL_VALUES = {
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "ES_RENDER_OVERRIDES",
+    "ES_LOCAL_UNIT_DIR",
+    "ES_LOCAL_UNITS_SKIP",
+    "ES_STATE_DIR",
+    "ES_LOG_DIR",
+    "ES_SLURM_LOG_DIR",
+    "ELASTIC_SLURM_LOCAL_CLOUD",
+}
+STACK_VALUES = {
+    "ES_CLUSTER",
+    "ES_REGION",
+    "ES_MUNGE_SECRET",
+    "ES_MOUNTS_PARAMETER",
+    "ES_LOG_GROUP",
+    "ES_CONTROLLER_INDEX",
+    "ES_DEPLOYED_INFRA",
+    "ES_CONFIG_URL",
+    "ES_EVENTS_QUEUE",
+    "ES_DB_SECRET",
+    "ES_DB_ENDPOINT",
+    "ES_ROLE",
+}
 
 pytestmark = pytest.mark.e2e
 
@@ -121,8 +154,10 @@ def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: Lo
     assert (machine / "run" / "munge" / "munged.pid").exists()
     # the mounts parameter and the controllers' address on the shared file system
     assert json.loads((machine / "etc-elastic-slurm" / "mounts.json").read_text())[0]["mount_point"] == "/shared"
+    controller_ip = cloud.info().controller.removeprefix("ip-").replace("-", ".")
+    conf_server = f"{controller_ip}:{cloud.info().ports['slurmctld']}"
     assert (
-        "configless: conf server 127.0.0.1:"
+        f"configless: conf server {conf_server}"
         in (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
     )
 
@@ -163,3 +198,58 @@ def test_a_broken_boot_step_fails_the_boot_visibly_and_nothing_is_left(cloud: Lo
 def _boot_log(cloud: LocalCloud, instance_id: str) -> str:
     path = cloud.layout.log / "instances" / f"{instance_id}.log"
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _env_values(script: str) -> dict[str, str]:
+    values = {}
+    for line in script.splitlines():
+        if line.startswith("echo '") and line.endswith("' >> /etc/elastic-slurm/env"):
+            key, _, value = line[len("echo '") : -len("' >> /etc/elastic-slurm/env")].partition("=")
+            values[key] = value
+    return values
+
+
+def test_the_controller_boots_from_the_controller_user_data_of_the_stacks(cloud: LocalCloud) -> None:
+    script = (cloud.layout.machine_dir("controller") / "run" / "user-data").read_text()
+    values = _env_values(script)
+    assert set(values) - LOCAL_VALUES <= STACK_VALUES, set(values) - LOCAL_VALUES - STACK_VALUES
+    assert {"ES_CONFIG_URL", "ES_DEPLOYED_INFRA", "ES_DB_SECRET"} <= set(values)
+    values.pop("ES_ROLE")
+    assert (
+        script
+        == controller_boot.user_data(values)
+        == "#!/bin/bash\n" + "\n".join(boot_commands("controller", values)) + "\n"
+    )
+    boot_log = cloud.layout.log_file("controller-boot").read_text()
+    assert f"elastic-slurm boot: controller {cloud.info().controller} of {cloud.info().cluster} is up" in boot_log
+    # slurmctld and slurmdbd were started from their units (Debian's, by the boot's systemctl), on the machine named
+    # like its EC2 instance; slurm.conf names that instance, found by its Name tag
+    for daemon, argv0 in (("slurmctld", "/usr/sbin/slurmctld --systemd"), ("slurmdbd", "/usr/sbin/slurmdbd -D -s")):
+        pid = procs.read_pid(cloud.layout.pid_file(daemon))
+        assert pid is not None and procs.cmdline(pid).replace("\0", " ").startswith(argv0), daemon
+    assert f"SlurmctldHost={cloud.info().controller}(" in cloud.layout.slurm_conf.read_text()
+    assert cloud.on_controller(["hostname", "-s"]).stdout.strip() == cloud.info().controller
+    # the boot applied the config's accounting objects before slurmctld registered (accounting.json from render)
+    assert "slurm-accounting-apply: INFO" in boot_log and boot_log.index("slurm-accounting-apply") < boot_log.index(
+        "is up"
+    )
+    assert cloud.info().cluster in cloud.slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").split()
+
+
+def test_a_failing_controller_boot_step_fails_local_up_with_that_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cloud = LocalCloud(tmp_path / "broken")
+    original = controller_boot.publish
+
+    def publish_without_config(*args: Any, **kwargs: Any) -> dict[str, str]:
+        values = original(*args, **kwargs)  # the user data's copy of the config from S3 now fails: no such object
+        return {**values, "ES_CONFIG_URL": values["ES_CONFIG_URL"].replace("cluster.yaml", "missing.yaml")}
+
+    monkeypatch.setattr(controller_boot, "publish", publish_without_config)
+    try:
+        with pytest.raises(LocalCloudError, match=r"FAILED at line \d+: aws s3 cp"):
+            cloud.up(CONFIG)
+    finally:
+        cloud.down()
+    assert not cloud.is_up()

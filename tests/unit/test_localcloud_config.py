@@ -1,8 +1,9 @@
-"""The local cloud's own config: loopback networks, base slurm.conf, and `elastic-slurm local` bad input."""
+"""The local cloud's own config: loopback networks, its render overrides, and `elastic-slurm local` bad input."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 
@@ -12,8 +13,13 @@ import yaml
 from cluster_config import load, parse
 from elastic_slurm.cli import main
 from localcloud.aws_setup import plan_networks
-from localcloud.conf import Ports, cgroup_conf, slurm_conf, slurmdbd_conf
+from localcloud.conf import Ports, render_overrides
 from localcloud.layout import Layout
+from slurm_plugin.render_base import BaseSettings, render_base_conf, render_cgroup_conf
+from slurm_plugin.render_dbd import DbdPaths, render_slurmdbd_conf
+from slurm_plugin.render_manifest import RenderError
+from slurm_plugin.render_overrides import apply
+from slurm_plugin.render_overrides import load as load_overrides
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "cluster_config" / "examples"
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
@@ -39,24 +45,49 @@ def test_remote_regions_get_their_own_loopback_vpc() -> None:
     assert plans[1].subnets == {"us-west-2a": "127.17.0.0/20", "us-west-2b": "127.17.16.0/20"}
 
 
-def test_base_slurm_conf_runs_as_slurm_configless_with_a_relative_include_and_no_cgroups(tmp_path: Path) -> None:
+def test_local_overrides_change_only_ports_paths_cgroup_and_timers_of_the_production_render(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
-    text = slurm_conf("local", "host", layout, Ports(1, 2, 3, 4, 5), accounting=True, slurmd_timeout=20)
-    lines = text.splitlines()
+    overrides = render_overrides(layout, Ports(1, 2, 3, 4, 5))
+    config = load(EXAMPLES / "local-demo.yaml")
+    plain = BaseSettings(controller_hosts=("ip-127-16-0-4(127.16.0.4)",), slurmdbd_host="127.16.0.4")
+    settings = apply(plain, overrides["base"], "base")
+    lines = render_base_conf(config, "local", settings).splitlines()
+    production = render_base_conf(config, "local", plain).splitlines()
     assert "SlurmUser=slurm" in lines and "SlurmdUser=root" in lines
     assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in lines
-    assert "AuthInfo=cred_expire=20" in lines  # munge at its default socket (/run/munge on every machine)
-    assert not any(line.startswith("AccountingStoragePass") for line in lines)
+    assert "AuthInfo=cred_expire=20" in lines and "SlurmdTimeout=20" in lines
     assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
-    assert "SlurmctldHost=host(127.0.0.1)" in lines
+    assert {"SlurmctldPort=3", "SlurmdPort=5", "AccountingStoragePort=4"} <= set(lines)
+    assert f"SlurmdPidFile={layout.run}/slurmd-%n.pid" in lines
     # configless ships an included file only when it sits beside slurm.conf and is named relatively
-    assert lines[-1] == f"Include {layout.fragments_conf.name}" and layout.fragments_conf.parent == layout.etc
+    assert lines[-1] == "Include slurm-elastic.conf" == production[-1]
     keys = [line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")]
     assert len(keys) == len(set(keys)), "no key twice"
-    assert not {"ResumeProgram", "SuspendTime", "PrivateData", "ReturnToService"} & set(keys), "render owns these"
-    dbd = slurmdbd_conf(layout, Ports(1, 2, 3, 4, 5), "pw").splitlines()
-    assert "SlurmUser=slurm" in dbd and not any(line.startswith("AuthInfo") for line in dbd)
-    assert cgroup_conf().splitlines()[-1] == "CgroupPlugin=disabled"
+    # everything else is the production text: the same controllers, accounting enforcement, health check, srun ports
+    same = {
+        "AccountingStorageEnforce=associations,limits,qos",
+        "SrunPortRange=60001-63000",
+        "SelectTypeParameters=CR_Core_Memory",
+    }
+    assert same <= set(lines) & set(production)
+    assert render_cgroup_conf(settings).splitlines()[-1] == "CgroupPlugin=disabled"
+    dbd = render_slurmdbd_conf(
+        {"host": "127.0.0.1", "port": 2, "username": "slurm", "password": "pw"},
+        "ip-127-16-0-4",
+        paths=apply(DbdPaths(), overrides["dbd"], "dbd"),
+    ).splitlines()
+    assert "DbdPort=4" in dbd and f"LogFile={layout.log}/slurmdbd.log" in dbd
+
+
+def test_an_unknown_override_is_one_line_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps({"base": {"slurmctld_prot": 1}}))
+    sections = load_overrides({"ES_RENDER_OVERRIDES": str(path)})
+    with pytest.raises(RenderError, match=r"^ES_RENDER_OVERRIDES: base.slurmctld_prot is not a setting"):
+        apply(BaseSettings(controller_hosts=("c",)), sections["base"], "base")
+    path.write_text("[1]")
+    with pytest.raises(RenderError, match=r"expected an object"):
+        load_overrides({"ES_RENDER_OVERRIDES": str(path)})
 
 
 @pytest.mark.parametrize(

@@ -204,6 +204,7 @@ def test_local_cloud_paths_reach_conf_manifest_and_prolog_env() -> None:
         "SLURM_BIN_DIR=/usr/bin",
         "SLURM_CONF=/lc/etc/slurm.conf",
         "WAIT_LIMIT=300",
+        "PROLOG_LOG=/var/log/elastic-slurm/prolog.log",
     ]
 
 

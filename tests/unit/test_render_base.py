@@ -57,7 +57,7 @@ def test_small_config_base_is_exact() -> None:
         "AuthType=auth/munge",
         "CredType=cred/munge",
         "SlurmdSpoolDir=/var/spool/slurmd",
-        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmctldPidFile=/run/slurmctld/slurmctld.pid",
         "SlurmdPidFile=/run/slurmd.pid",
         "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
         "SlurmdLogFile=/var/log/slurm/slurmd.log",

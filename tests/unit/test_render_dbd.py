@@ -71,4 +71,4 @@ def test_controller_boot_writes_slurmdbd_conf_before_starting_slurmdbd() -> None
 
 def test_primary_controller_schedules_the_long_health_check() -> None:
     script = "\n".join(boot_commands("controller", {"ES_CLUSTER": "c1", "ES_REGION": "us-east-1"}))
-    assert "systemctl enable slurm-longcheck.timer" in script
+    assert "systemctl enable --now slurm-longcheck.timer" in script

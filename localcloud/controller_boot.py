@@ -1,0 +1,134 @@
+"""The controller's boot in the local cloud: the controller user data of the stacks, run on the controller machine.
+
+On EC2 the cluster stack creates, before the controllers boot: the config object in S3, the `DeployedInfra` SSM
+parameter, the munge key and database secrets, the mounts parameter, and the controller instances (Name tag
+`<cluster>-controller-<index>`, from a launch template whose user data is `boot_commands("controller", values)`).
+`publish` makes the same objects in the emulated AWS — a controller instance there gives the machine its private IP
+and EC2 host name, which the user data finds by its Name tag as on EC2 — and `boot` runs that exact user data as root
+on the controller's view of the Slurm root, in its own UTS namespace named like the instance. The user data then does
+everything itself: munge key, mounts, config, instance cache, render, slurmdbd.conf, waiting for slurmdbd, accounting,
+slurmctld, the manager and the timers (through the root's systemctl stand-in, localcloud/native/systemctl).
+
+What differs (docs/local-cloud.md): the env file also carries the emulated endpoint and credentials (the instance
+profile on EC2), `ES_RENDER_OVERRIDES` (ports, paths under the state dir, no cgroup plugins, short Slurm timers:
+slurm_plugin/render_overrides.py) and where the systemctl stand-in keeps its PID files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster_config.model import Cluster
+from localcloud import enter, machines
+from localcloud.layout import Layout
+from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
+from stacks.naming import TAG_ROLE
+from stacks.user_data import boot_commands
+
+BOOT_TIMEOUT = 240.0
+LOCAL_AMI = "ami-12c6146b"  # one of moto's built-in images: the instance exists only for its address and tags
+
+
+class BootError(RuntimeError):
+    """The controller's user data failed (one line, then the tail of the boot log)."""
+
+
+@dataclass(frozen=True)
+class ControllerHost:
+    """One controller instance of the emulated EC2."""
+
+    instance_id: str
+    private_ip: str
+
+    @property
+    def hostname(self) -> str:
+        return machines.ec2_hostname(self.private_ip)
+
+
+def launch_controllers(ec2: Any, cluster: Cluster, infra: DeployedInfra) -> list[ControllerHost]:
+    """The cluster's controller instances, as the cluster stack launches them (tags included; no user data runs)."""
+    home = [subnet for az, subnet in sorted(infra.subnets.items()) if az.startswith(cluster.region)]
+    subnets = home or sorted(infra.subnets.values())
+    hosts = []
+    for index in range(cluster.controller.count):
+        tags = [
+            {"Key": "Name", "Value": f"{cluster.name}-controller-{index}"},
+            {"Key": TAG_CLUSTER, "Value": cluster.name},
+            {"Key": TAG_ROLE, "Value": "controller"},
+        ]
+        answer = ec2.run_instances(
+            ImageId=LOCAL_AMI,
+            InstanceType=cluster.controller.instance_type,
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=subnets[index % len(subnets)],
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
+        raw = answer["Instances"][0]
+        hosts.append(ControllerHost(raw["InstanceId"], raw["PrivateIpAddress"]))
+    return hosts
+
+
+def publish(
+    client: Any, cluster: Cluster, config_path: Path, infra: DeployedInfra, db_secret: dict[str, Any] | None
+) -> dict[str, str]:
+    """The config object, the DeployedInfra parameter and (on the accounting host) the database secret in the emulated
+    AWS; returns the controller user-data values that name them (beside the compute values, see boot_data)."""
+    region = cluster.region
+    bucket = f"elastic-slurm-{cluster.name}-assets"
+    s3 = client("s3", region)
+    if region == "us-east-1":
+        s3.create_bucket(Bucket=bucket)
+    else:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
+    s3.put_object(Bucket=bucket, Key="cluster.yaml", Body=config_path.read_bytes())
+    parameter = f"/elastic-slurm/{cluster.name}/deployed-infra"
+    client("ssm", region).put_parameter(Name=parameter, Value=infra.model_dump_json(), Type="String", Overwrite=True)
+    values = {
+        "ES_CONTROLLER_INDEX": "0",
+        "ES_DEPLOYED_INFRA": parameter,
+        "ES_CONFIG_URL": f"s3://{bucket}/cluster.yaml",
+        "ES_EVENTS_QUEUE": "",
+    }
+    if db_secret is not None:
+        name = f"elastic-slurm/{cluster.name}/database"
+        client("secretsmanager", region).create_secret(Name=name, SecretString=json.dumps(db_secret))
+        values |= {"ES_DB_SECRET": name, "ES_DB_ENDPOINT": f"{db_secret['host']}:{db_secret['port']}"}
+    return values
+
+
+def user_data(values: dict[str, str]) -> str:
+    """The exact controller user data the stacks put in the controller launch template, for these values."""
+    return "#!/bin/bash\n" + "\n".join(boot_commands("controller", values)) + "\n"
+
+
+def boot(layout: Layout, view: enter.View, values: dict[str, str], env: dict[str, str]) -> None:
+    """Run the controller user data on `view` (the controller machine, named like its instance) as root, as cloud-init
+    would, and wait for it (bounded); BootError with the failing step and the tail of the boot log
+    (log/controller-boot.log) when it fails."""
+    script = layout.machine_dir("controller") / "run" / "user-data"
+    script.write_text(user_data(values))
+    script.chmod(0o700)
+    log = layout.log_file("controller-boot")
+    argv = enter.argv(view, ["/bin/bash", "/run/user-data"])
+    full_env = enter.user_env(enter.user(view.root, "root"), env)
+    with log.open("ab") as out:
+        try:
+            result = subprocess.run(argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, timeout=BOOT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise BootError(f"controller boot did not finish within {BOOT_TIMEOUT:.0f} s:\n{_tail(log)}") from None
+    if result.returncode != 0:
+        failed = [line for line in log.read_text(errors="replace").splitlines() if "elastic-slurm boot:" in line]
+        first = failed[-1] if failed else f"exit {result.returncode}"
+        raise BootError(f"controller boot failed: {first}\n{_tail(log)}")
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
