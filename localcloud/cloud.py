@@ -156,6 +156,14 @@ class LocalCloud(CloudOps):
             result[name] = pid if pid is not None and procs.is_ours(pid, marker) else None
         return result
 
+    def required_daemons(self) -> set[str]:
+        """The daemons this cloud needs running: not the timers and the manager (their units run only when the
+        config or `up(manager=True)` asks), not MariaDB/slurmdbd without accounting."""
+        optional = {"license-sync-timer", "longcheck-timer", "clustermgr"}
+        if not self.info().accounting:
+            optional |= {"mariadbd", "slurmdbd"}
+        return {name for name, _ in DAEMONS} - optional
+
     def is_up(self) -> bool:
         """True when any daemon of this state dir is alive."""
         return any(pid is not None for pid in self.running_daemons().values())

@@ -111,7 +111,7 @@ _QUERIES: dict[str, tuple[str, list[str], tuple[str, ...]]] = {
     "clusters": ("cluster", ["cluster", "features"], ()),
     "federations": ("federation", ["federation", "cluster"], ()),
     "qos": ("qos", ["name", "description", "priority", "preempt", "preemptmode"], ()),
-    "assocs": ("association", ["cluster", "account", "user", "parentname"], ()),
+    "assocs": ("association", ["cluster", "account", "user", "parentname", "qos"], ()),
     "accounts": ("account", ["account", "description", "organization"], ()),
     "users": ("user", ["user", "defaultaccount"], ()),
     "resources": ("resource", ["name", "server", "type", "count", "servertype", "description"], ()),
@@ -151,7 +151,7 @@ def read_state(sacctmgr: Sacctmgr) -> AccountingState:
         if name
     }
     assoc_rows = rows["assocs"]
-    parents = {account: parent for _, account, user, parent in assoc_rows if not user and parent}
+    parents = {account: parent for _, account, user, parent, _qos in assoc_rows if not user and parent}
     accounts = {
         name: Account(name=name, description=desc, organization=org, parent=parents.get(name, "root"))
         for name, desc, org in rows["accounts"]
@@ -165,7 +165,8 @@ def read_state(sacctmgr: Sacctmgr) -> AccountingState:
         qos=qos,
         accounts=accounts,
         users=users,
-        associations=sorted((c, a, u) for c, a, u, _ in assoc_rows if c and a),
+        associations=sorted((c, a, u) for c, a, u, _, _ in assoc_rows if c and a),
+        account_qos={f"{c}/{a}": _list(q) for c, a, u, _, q in assoc_rows if c and a and not u},
         resources=resources_from(rows["resources"], rows["shares"]),
     )
 

@@ -97,6 +97,9 @@ class AccountingState(_Frozen):
     accounts: dict[str, Account] = Field(default_factory=dict)
     users: dict[str, str] = Field(default_factory=dict, description="user → default account")
     associations: list[tuple[str, str, str]] = Field(default_factory=list, description="(cluster, account, user)")
+    account_qos: dict[str, list[str]] = Field(
+        default_factory=dict, description="'cluster/account' → QOS its account association may use (desired: at least)"
+    )
     resources: dict[str, Resource] = Field(default_factory=dict, description="keyed by name@server")
 
 
@@ -155,6 +158,10 @@ def desired_state(config: ElasticSlurmConfig) -> AccountingState:
                 assocs.add((cluster, account.name, user))
         for user in account.users:
             users.setdefault(user, account.name)
+    # With AccountingStorageEnforce=qos (render_base), a job may use only the QOS its association lists: every
+    # account of the config may use every QOS the config defines (its users inherit the list)
+    allowed = sorted({"normal", *qos}) if qos else []
+    account_qos = {f"{c}/{a}": allowed for (c, a, u) in assocs if not u} if allowed else {}
     resources = {}
     for lic in config.licenses:
         shares = license_shares(lic, names)
@@ -175,6 +182,7 @@ def desired_state(config: ElasticSlurmConfig) -> AccountingState:
         accounts=accounts,
         users=users,
         associations=sorted(assocs),
+        account_qos=account_qos,
         resources=resources,
     )
 
@@ -186,6 +194,7 @@ def diff(current: AccountingState, desired: AccountingState, version: SlurmVersi
         *_qos(current, desired),
         *_accounts(current, desired),
         *_users(current, desired),
+        *_account_qos(current, desired),
         *_resources(current, desired, version),
         *_federations(current, desired),
     ]
@@ -281,6 +290,26 @@ def _users(current: AccountingState, desired: AccountingState) -> Iterator[Chang
             yield Change(
                 ("modify", "user", "where", f"name={user}", "set", f"defaultaccount={default}"),
                 f"user {user}: defaultaccount={default}",
+            )
+
+
+def _account_qos(current: AccountingState, desired: AccountingState) -> Iterator[Change]:
+    """Grant each account association the QOS it lacks (never takes one away: an admin may have granted more)."""
+    for key, want in sorted(desired.account_qos.items()):
+        missing = sorted(set(want) - set(current.account_qos.get(key, [])))
+        if missing:
+            cluster, account = key.split("/", 1)
+            yield Change(
+                (
+                    "modify",
+                    "account",
+                    "where",
+                    f"name={account}",
+                    f"cluster={cluster}",
+                    "set",
+                    f"qos+={','.join(missing)}",
+                ),
+                f"account {account} on {cluster}: may use qos {','.join(missing)}",
             )
 
 

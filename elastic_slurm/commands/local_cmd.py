@@ -135,8 +135,11 @@ def run_status(args: argparse.Namespace) -> int:
     except (LocalCloudError, OpsError) as exc:
         raise UserError(str(exc)) from None
     print(f"state dir {status.state_dir}")
+    required = cloud.required_daemons()
     for name, pid in status.daemons.items():
-        print(f"  {name:16} {'pid ' + str(pid) if pid else 'not running'}")
+        print(
+            f"  {name:18} {'pid ' + str(pid) if pid else 'not running' + ('' if name in required else ' (optional)')}"
+        )
     states = Counter(status.nodes.values())
     print(f"nodes: {len(status.nodes)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none'})")
     for node, state in sorted(status.nodes.items()):
@@ -146,7 +149,7 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"instances (pending/running): {len(status.instances)}")
     for (region, az), count in sorted(per_az.items()):
         print(f"  {region:12} {az:14} {count}")
-    return 0 if all(status.daemons.values()) else 1
+    return 0 if all(status.daemons[name] for name in required) else 1
 
 
 def run_interrupt(args: argparse.Namespace) -> int:

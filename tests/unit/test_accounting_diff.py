@@ -217,3 +217,14 @@ def test_version_is_read_from_sacctmgr_version(text: str, version: SlurmVersion)
 def test_unreadable_version_is_a_one_line_error() -> None:
     with pytest.raises(SacctmgrError, match="cannot read the Slurm version"):
         parse_version("sacctmgr: error: resolve_ctls_from_dns_srv")
+
+
+def test_every_account_may_use_every_qos_of_the_config_and_grants_are_never_revoked() -> None:
+    # AccountingStorageEnforce=qos: without the grant, `--qos=interactive` is "Invalid qos specification"
+    config = make_config(accounts=[{"name": "eng", "users": ["alice"]}], qos=[{"name": "interactive", "preempt": []}])
+    want = desired_state(config)
+    assert want.account_qos == {"east/eng": ["interactive", "normal"], "west/eng": ["interactive", "normal"]}
+    have = want.model_copy(update={"account_qos": {"east/eng": ["normal"], "west/eng": ["interactive", "normal", "x"]}})
+    changes = [c.argv for c in diff(have, want, V23)]
+    assert changes == [("modify", "account", "where", "name=eng", "cluster=east", "set", "qos+=interactive")]
+    assert diff(want, want, V23) == []
