@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from cluster_config import ElasticSlurmConfig, load
-from localcloud import daemons, procs
+from localcloud import procs
 from localcloud.cloud import CloudInfo, LocalCloud, LocalCloudError
 from localcloud.layout import DEFAULT_STATE_DIR
 from slurm_plugin.accounting import SacctmgrCli, SacctmgrError, apply
@@ -112,17 +112,17 @@ class LocalFederation:
     @staticmethod
     def _apply_accounting(config: ElasticSlurmConfig, first: LocalCloud) -> None:
         """The config's accounting state (what `slurm-accounting-apply` does on the head node), plus user root in
-        the local cloud's own account `local` on every other cluster."""
+        the local cloud's own account `local` on every other cluster; sacctmgr of the root, on the first controller."""
         env = first.env()
         try:
-            changes = apply(SacctmgrCli(env=env), desired_state(config))
+            changes = apply(SacctmgrCli(str(first.layout.hostbin / "sacctmgr"), env=env), desired_state(config))
         except SacctmgrError as exc:
             raise LocalCloudError(f"applying the accounting state failed: {exc}") from None
         LOG.info("accounting: %d change(s) applied", len(changes))
         for cluster in config.clusters[1:]:
             subprocess.run(
                 [
-                    str(daemons.SLURM_BIN / "sacctmgr"),
+                    str(first.layout.hostbin / "sacctmgr"),
                     "-i",
                     "add",
                     "user",
