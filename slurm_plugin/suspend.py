@@ -67,6 +67,7 @@ def worker(directory: Path) -> int:
             Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf),
             f"request {request['request_id']}",
             reason,
+            request.get("requested_at"),
         )
     except Exception:
         log.exception("request %s: %s worker failed", request["request_id"], name)
