@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from slurm_plugin import capacity, state
+from slurm_plugin import capacity, protection, state
 from slurm_plugin.ec2 import Ec2, Instance, LaunchRequest
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
@@ -21,15 +21,16 @@ from slurm_plugin.planner import (
     PoolLaunch,
     assign,
     cooldown_azs,
+    node_pools,
     plan_launch,
-    power_down_reason,
+    pool_of,
     ready_to_bind,
     remaining_overrides,
 )
 from slurm_plugin.slurm import Slurm, SlurmError
+from slurm_plugin.unusable_pools import COOLDOWN_CODE, report_failures
 
 log = logging.getLogger("slurm-resume")
-COOLDOWN_CODE = "CapacityCooldown"
 
 
 @dataclass
@@ -51,6 +52,7 @@ class ResumeOutcome:
     busy: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
+    down: dict[str, int] = field(default_factory=dict)  # node -> ResumeAfter seconds (its pool has no capacity)
 
 
 def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: str, seq: int) -> PoolResult:
@@ -162,13 +164,16 @@ def _resume_claimed(
     request_id = outcome.request_id
     now = clock()
     bind = _Binder(manifest, ec2, slurm, outcome)
+    wanted = list(nodes)
     nodes = bind.already_running(nodes)
+    held = _protected(manifest, nodes, slurm, request_id)
+    nodes = [n for n in nodes if n not in held]
     cooling = capacity.load_cooling(manifest.state_dir, now)
     plan = plan_launch(nodes, manifest.pools, cooling, job_groups)
     outcome.unknown = list(plan.unknown_nodes)
     if plan.unknown_nodes:
         log.error("request %s: not nodes of this cluster (ignored): %s", request_id, compress(plan.unknown_nodes))
-    codes: dict[str, str] = dict.fromkeys(plan.cooling_nodes, COOLDOWN_CODE)
+    codes: dict[str, str] = {**dict.fromkeys(plan.cooling_nodes, COOLDOWN_CODE), **held}
     if plan.cooling_nodes:
         log.warning("request %s: every location in capacity cool-down for %s", request_id, compress(plan.cooling_nodes))
     undecided = {n for launch in plan.launches for n in launch.nodes}
@@ -188,8 +193,7 @@ def _resume_claimed(
         undecided.difference_update(launch.nodes)
         new_cooling.extend((launch.pool, az) for az in cooldown_azs(launch.attempts, result.failed_keys))
         bind.settle(job_groups, codes, undecided)  # bind this pool now: the manager's orphan grace keeps running
-    outcome.failed = {node: codes[node] for node in nodes if node in codes and node not in outcome.launched}
-    _power_down_failed(slurm, outcome.failed, request_id)
+    outcome.failed = {node: codes[node] for node in wanted if node in codes and node not in outcome.launched}
     if new_cooling:
         capacity.add_cooling(manifest.state_dir, new_cooling, now, manifest.capacity_cooldown_seconds)
         for pool, az in new_cooling:
@@ -197,6 +201,28 @@ def _resume_claimed(
                 "request %s: pool %s AZ %s in capacity cool-down for %d s",
                 request_id, pool, az, manifest.capacity_cooldown_seconds,
             )  # fmt: skip
+    outcome.down = report_failures(manifest, slurm, outcome.failed, request_id, now)
+
+
+def _protected(manifest: Manifest, nodes: Sequence[str], slurm: Slurm, request_id: str) -> dict[str, str]:
+    """Nodes of pools in protected mode (node -> ProtectedMode); first, a pool with failed boots whose node is up in
+    Slurm has booted fine since: its count starts again."""
+    by_prefix = node_pools(manifest.pools)
+    pools = {p.key: p for p in (pool_of(n, by_prefix) for n in nodes) if p is not None}
+    counting = [p for p in pools.values() if protection.failures_of(manifest.state_dir, p) > 0]
+    if counting:
+        try:
+            known = slurm.show_nodes(None)
+        except SlurmError as exc:
+            log.warning("request %s: %s", request_id, exc)
+            known = {}
+        up = {p.key for n in known.values() if protection.is_up(n.state) and (p := pool_of(n.name, by_prefix))}
+        protection.record_success(manifest.state_dir, [p for p in counting if p.key in up])
+    held = protection.protected(manifest.state_dir, pools.values())
+    skipped = {n: protection.PROTECTED_CODE for n in nodes if (p := pool_of(n, by_prefix)) and p.key in held}
+    if skipped:
+        log.error("request %s: pools in protected mode, not launched: %s", request_id, compress(skipped))
+    return skipped
 
 
 @dataclass
@@ -265,16 +291,3 @@ class _Binder:
         except SlurmError as exc:
             log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
         self.outcome.launched.update({node: self.known[iid] for node, iid in assigned.items()})
-
-
-def _power_down_failed(slurm: Slurm, failed: dict[str, str], request_id: str) -> None:
-    by_code: dict[str, list[str]] = {}
-    for node, code in failed.items():
-        by_code.setdefault(code, []).append(node)
-    for code, group in by_code.items():
-        reason = power_down_reason(code, request_id)
-        try:
-            slurm.power_down(group, reason)
-            log.warning("request %s: powered down %s: %s", request_id, compress(group), reason)
-        except SlurmError as exc:
-            log.error("request %s: could not power down %s: %s", request_id, compress(group), exc)

@@ -66,6 +66,7 @@ class Manifest(_Frozen):
     slurm_bin_dir: str = "/usr/bin"
     slurm_conf: str | None = None
     capacity_cooldown_seconds: int = 600
+    boot_failure_limit: int = Field(10, description="Consecutive failed boots before a pool is protected; 0: never.")
     tags: dict[str, str] = Field(default_factory=dict)
     pools: list[PoolManifest]
 

@@ -97,6 +97,7 @@ def build_manifest(
         slurm_bin_dir=slurm_bin_dir,
         slurm_conf=slurm_conf,
         capacity_cooldown_seconds=cluster.slurm.capacity_cooldown,
+        boot_failure_limit=cluster.slurm.boot_failure_limit,
         tags={**tags, **cluster.tags},
         pools=pools,
     )

@@ -20,6 +20,7 @@ UPDATE_BATCH = 500  # nodes per `scontrol update` (keeps the command line far be
 UPDATE_ATTEMPTS = 3
 _FIELD = re.compile(r"(?:^|\s)(NodeName|NodeAddr|NodeHostName|State)=(\S+)")
 _FREE_TEXT = re.compile(r"\s(?:Reason|Comment|Extra)=")
+_REASON = re.compile(r"\sReason=(.*?)(?=\s(?:Comment|Extra)=|$)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class SlurmNode:
     addr: str
     hostname: str
     state: str
+    reason: str = ""
 
 
 class SlurmError(Exception):
@@ -48,8 +50,12 @@ class Slurm(Protocol):
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
         """state=POWER_DOWN_FORCE with a reason: jobs are requeued, the node goes back to idle~."""
 
-    def show_nodes(self, nodes: Sequence[str]) -> dict[str, SlurmNode]:
-        """The named nodes Slurm knows."""
+    def set_down(self, nodes: Sequence[str], reason: str, resume_after: int) -> None:
+        """state=DOWN with a reason; back to service by Slurm itself after `resume_after` seconds (ResumeAfter) when
+        that is > 0, else until someone resumes it."""
+
+    def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
+        """The named nodes Slurm knows (None: every node)."""
 
 
 def parse_show_nodes(text: str) -> dict[str, SlurmNode]:
@@ -64,7 +70,8 @@ def parse_show_nodes(text: str) -> dict[str, SlurmNode]:
         if name:
             addr = fields.get("NodeAddr") or name
             host = fields.get("NodeHostName") or name
-            result[name] = SlurmNode(name, addr, host, fields.get("State", ""))
+            said = _REASON.search(line[free.start() :]) if free else None
+            result[name] = SlurmNode(name, addr, host, fields.get("State", ""), said.group(1).strip() if said else "")
     return result
 
 
@@ -142,7 +149,17 @@ class Scontrol:
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
         self._update(nodes, "state=POWER_DOWN_FORCE", f"reason={reason}")
 
-    def show_nodes(self, nodes: Sequence[str]) -> dict[str, SlurmNode]:
-        wanted = set(nodes)
+    def set_down(self, nodes: Sequence[str], reason: str, resume_after: int) -> None:
+        after = [f"resumeafter={resume_after}"] if resume_after > 0 else []
+        self._update(nodes, "state=DOWN", f"reason={reason}", *after)
+
+    def resume(self, nodes: Sequence[str]) -> None:
+        """state=RESUME: DOWN~ / drained~ nodes back to idle~."""
+        self._update(nodes, "state=RESUME")
+
+    def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
         every = parse_show_nodes(self._run(["-o", "show", "nodes"]))  # one call; filtering a list is cheaper than N
+        if nodes is None:
+            return every
+        wanted = set(nodes)
         return {name: node for name, node in every.items() if name in wanted}

@@ -61,8 +61,5 @@ class ScontrolManager(Scontrol):
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         self._update(nodes, "state=DRAIN", f"reason={reason}")
 
-    def resume(self, nodes: Sequence[str]) -> None:
-        self._update(nodes, "state=RESUME")
-
     def power_up(self, nodes: Sequence[str]) -> None:
         self._update(nodes, "state=POWER_UP")

@@ -184,3 +184,75 @@ def test_the_node_map_is_written_before_slurm_learns_the_address(aws: EmulatedAw
     # whatever happens next, suspend/resume-fail find the instance by id
     terminate_nodes(manifest, ["cpu-c7i-7"], ec2_for(aws), FakeSlurm(), "resume-fail", "(Code:ResumeFailed) t")
     assert live_instances(aws, manifest.cluster) == [] and "cpu-c7i-7" in outcome.launched
+
+
+def test_a_pool_without_capacity_anywhere_is_down_for_its_cool_down(aws: EmulatedAws, manifest: Manifest) -> None:
+    aws.set_faults(Faults(capacity=(CapacityFault(instance_type="g5.xlarge"),)))  # gpu-g5: one type, one AZ
+    slurm = FakeSlurm(known=("gpu-g5-3", "gpu-g5-4", "cpu-c7i-9"))
+    resume_nodes(manifest, ["gpu-g5-1"], [], ec2_for(aws), slurm, rid("rdown"))
+    assert list(slurm.powered_down) == ["gpu-g5-1"]  # its job is requeued at once
+    assert sorted(slurm.down) == ["gpu-g5-1", "gpu-g5-3", "gpu-g5-4"]  # the scheduler skips the whole pool
+    reason, after = slurm.down["gpu-g5-1"]
+    assert reason.startswith("(Code:InsufficientInstanceCapacity) no capacity in any location of pool gpu-g5")
+    assert manifest.capacity_cooldown_seconds - 5 <= after <= manifest.capacity_cooldown_seconds
+
+
+def test_a_pool_with_capacity_left_elsewhere_is_not_set_down(aws: EmulatedAws, manifest: Manifest) -> None:
+    aws.set_faults(Faults(capacity=(CapacityFault(availability_zone="us-east-1a"),)))
+    slurm = FakeSlurm(known=("cpu-c7i-9",))
+    outcome = resume_nodes(manifest, ["cpu-c7i-1"], [], ec2_for(aws), slurm, rid("rpart"))
+    assert list(outcome.launched) == ["cpu-c7i-1"] and slurm.down == {}
+
+
+def _resume_failed(aws: EmulatedAws, manifest: Manifest, slurm: FakeSlurm, nodes: list[str]) -> list[str]:
+    """What the resume-fail worker does: terminate and power down, then count the failed boots."""
+    from slurm_plugin.unusable_pools import count_failed_boots
+
+    terminate_nodes(manifest, nodes, ec2_for(aws), slurm, "resume-fail", "(Code:ResumeFailed) test")
+    return count_failed_boots(manifest, slurm, nodes, "resume-fail", 0.0)
+
+
+def test_a_pool_whose_boots_keep_failing_stops_launching_until_cleared_or_changed(
+    aws: EmulatedAws, manifest: Manifest
+) -> None:
+    from slurm_plugin import protection
+
+    limited = manifest.model_copy(update={"boot_failure_limit": 3})
+    slurm = FakeSlurm(known=("gpu-g5-5",))
+    assert _resume_failed(aws, limited, slurm, ["gpu-g5-1", "gpu-g5-2"]) == []
+    assert _resume_failed(aws, limited, slurm, ["gpu-g5-3"]) == ["gpu-g5"]
+    assert sorted(slurm.down) == ["gpu-g5-1", "gpu-g5-2", "gpu-g5-3", "gpu-g5-5"]  # every idle~ node of the pool
+    assert slurm.down["gpu-g5-5"] == (protection.reason("gpu-g5", 3), 0)  # no ResumeAfter: an admin's call
+    outcome = resume_nodes(limited, ["gpu-g5-6"], [], ec2_for(aws), slurm, rid("rprot"))
+    assert outcome.launched == {} and live_instances(aws, limited.cluster) == []
+    assert slurm.powered_down["gpu-g5-6"].startswith("(Code:ProtectedMode)")
+    # a config change (here: another instance type) is a fresh start ...
+    changed = limited.model_copy(
+        update={
+            "pools": [
+                p.model_copy(update={"instance_types": ["g6.xlarge"]}) if p.key == "gpu-g5" else p
+                for p in limited.pools
+            ]
+        }
+    )
+    assert list(resume_nodes(changed, ["gpu-g5-7"], [], ec2_for(aws), FakeSlurm(), rid("rnew")).launched) == [
+        "gpu-g5-7"
+    ]
+    # ... and so is the admin's --clear
+    _resume_failed(aws, limited, slurm, ["gpu-g5-1", "gpu-g5-2", "gpu-g5-3"])
+    assert protection.clear(limited.state_dir, "gpu-g5")
+    assert list(resume_nodes(limited, ["gpu-g5-8"], [], ec2_for(aws), FakeSlurm(), rid("rclr")).launched) == [
+        "gpu-g5-8"
+    ]
+
+
+def test_a_boot_that_works_resets_the_count_of_failed_boots(aws: EmulatedAws, manifest: Manifest) -> None:
+    from slurm_plugin import protection
+
+    limited = manifest.model_copy(update={"boot_failure_limit": 3})
+    _resume_failed(aws, limited, FakeSlurm(), ["gpu-g5-1", "gpu-g5-2"])
+    booted = FakeSlurm(addresses={"gpu-g5-4": "127.16.0.9"})  # gpu-g5-4 is up and responding
+    resume_nodes(limited, ["gpu-g5-6"], [], ec2_for(aws), booted, rid("rok"))
+    pool = next(p for p in limited.pools if p.key == "gpu-g5")
+    assert protection.failures_of(limited.state_dir, pool) == 0
+    assert _resume_failed(aws, limited, FakeSlurm(), ["gpu-g5-6"]) == []
