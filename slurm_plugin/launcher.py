@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurm_plugin import capacity, protection, state
 from slurm_plugin.ec2 import Ec2, Instance, LaunchRequest
@@ -240,15 +240,23 @@ class _Binder:
 
     def already_running(self, nodes: Sequence[str]) -> list[str]:
         """Nodes still to launch: a node whose recorded instance is alive (an earlier resume launched it) is bound
-        to that instance again instead of getting a second one."""
+        to that instance again instead of getting a second one. An instance EC2 cannot tell about right now counts
+        as alive, with its recorded address: if it is in fact gone, the node does not register and ResumeTimeout
+        relaunches it; launching now could leave two instances behind one node."""
         recorded = state.recorded_instances(self.manifest.state_dir, nodes)
         by_region: dict[str, list[str]] = {}
         for entry in recorded.values():
             by_region.setdefault(entry["region"], []).append(entry["instance_id"])
         alive: dict[str, Instance] = {}
         for region, ids in by_region.items():
-            alive.update({i.instance_id: i for i in self.ec2.lookup(region, ids) if i.private_ip})
-        again = {node: e["instance_id"] for node, e in recorded.items() if e["instance_id"] in alive}
+            alive.update({i.instance_id: i for i in self.ec2.lookup(region, ids)})
+        for entry in recorded.values():
+            seen = alive.get(entry["instance_id"])
+            if seen is not None and not seen.private_ip:  # unknown: keep what the node map says
+                alive[seen.instance_id] = replace(seen, private_ip=entry.get("private_ip") or None)
+        again = {
+            n: e["instance_id"] for n, e in recorded.items() if (i := alive.get(e["instance_id"])) and i.private_ip
+        }
         if again:
             self.known.update(alive)
             log.warning(

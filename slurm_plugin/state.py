@@ -130,11 +130,18 @@ def instance_owners(state_dir: str | Path) -> dict[str, str]:
     return {str(e["instance_id"]): node for node, e in known.items() if isinstance(e, dict) and e.get("instance_id")}
 
 
-def forget_instances(state_dir: str | Path, nodes: Iterable[str]) -> dict[str, dict[str, str]]:
-    """Remove nodes from the node map; returns what was known about them."""
+def forget_instances(
+    state_dir: str | Path, nodes: Iterable[str], only: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Remove nodes from the node map; returns what was known about them. With `only` (node -> instance id), a node
+    is removed only while the map still names that instance (a later resume may have bound it again)."""
     with locked(state_dir) as directory:
         path = directory / NODES_FILE
         known = read_json(path)
-        gone = {node: known.pop(node) for node in list(nodes) if isinstance(known.get(node), dict)}
+        gone = {}
+        for node in list(nodes):
+            entry = known.get(node)
+            if isinstance(entry, dict) and (only is None or entry.get("instance_id") == only.get(node)):
+                gone[node] = known.pop(node)
         write_json(path, known)
     return gone

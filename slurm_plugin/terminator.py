@@ -57,7 +57,7 @@ def terminate_nodes(
         log.warning("%s: %s; matching by the node map only", label, exc)
         known = {}
     owners = state.instance_owners(manifest.state_dir)
-    cached = state.forget_instances(manifest.state_dir, pool_key)
+    cached = state.recorded_instances(manifest.state_dir, pool_key)  # forgotten only once their instance is gone
     by_id: dict[str, str] = {str(entry.get("instance_id", "")): node for node, entry in cached.items()}
     by_ip = {info.addr: name for name, info in known.items() if info.addr != name and name not in cached}
     regions: dict[str, set[str]] = {}
@@ -65,6 +65,7 @@ def terminate_nodes(
         if pool.key in pool_key.values():
             for loc in pool.locations:
                 regions.setdefault(loc.region, set()).add(pool.key)
+    settled: set[str] = set()  # regions described and handled without error
     for region, keys in regions.items():
         try:
             instances = ec2.cluster_instances(region, manifest.cluster, keys)
@@ -86,6 +87,7 @@ def terminate_nodes(
                 continue
             targets[instance.instance_id] = owner
         if not targets:
+            settled.add(region)
             continue
         try:
             ec2.terminate(region, list(targets))
@@ -94,7 +96,12 @@ def terminate_nodes(
             outcome.errors.append(region)
             continue
         outcome.terminated.update(targets)
+        settled.add(region)
         log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
+    # a worker killed before this point leaves the node map as it was: the next resume finds the instance alive and
+    # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)
+    done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled}
+    state.forget_instances(manifest.state_dir, list(done), only=done)
     found = set(outcome.terminated.values())
     outcome.not_found = [n for n in pool_key if n not in found]
     if outcome.not_found:
