@@ -3,7 +3,9 @@
 Rows (printed as a table and written to bench/results/resume.json):
 1. resume of N=1000 nodes of one pool (3 instance types x 3 AZs, no capacity errors), then suspend of the same nodes;
 2. ResumeProgram foreground (the console script as slurmctld runs it) for N=5000, wall per run (median of 5);
-3. planning + hostlist handling for a 10,000-node resume (100 jobs of 100 nodes), CPU seconds.
+3. planning + hostlist handling for a 10,000-node resume (100 jobs of 100 nodes), CPU seconds;
+4. the post-launch lookup (addresses of CreateFleet's instance ids, batched and retried) for 4000 and 10,000
+   instances while every 10th DescribeInstances answer is lost (10 %).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.faults import Faults
 from slurm_plugin import capacity
 from slurm_plugin.hostlists import compress, expand
 from slurm_plugin.launcher import resume_nodes
@@ -119,6 +122,34 @@ def bench_planning(manifest: Manifest, n: int) -> dict[str, Any]:
     return {"case": "planning + hostlist (100 jobs x 100)", "n": n, "ec2_calls": {}, "wall_s": None, "cpu_s": cpu}
 
 
+def bench_lookup(aws: EmulatedAws, manifest: Manifest, n: int, lose_every: int = 10) -> dict[str, Any]:
+    """Ec2.lookup of n fresh instance ids with every `lose_every`-th DescribeInstances answer lost."""
+    region = manifest.home_region
+    template = manifest.pools[0].locations[0]
+    client = aws.client("ec2", region)
+    ids: list[str] = []
+    while len(ids) < n:  # the emulator launches at most 1000 a call here
+        count = min(1000, n - len(ids))
+        answer = client.run_instances(
+            LaunchTemplate={"LaunchTemplateId": template.launch_template_id},
+            SubnetId=template.subnet_id, MinCount=count, MaxCount=count,
+        )  # fmt: skip
+        ids.extend(i["InstanceId"] for i in answer["Instances"])
+    aws.reset_call_counts()
+    aws.set_faults(Faults(lose_every={"DescribeInstances": lose_every}))
+    wall, cpu = time.perf_counter(), time.process_time()
+    found = ec2_for(aws).lookup(region, ids)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    aws.clear_faults()
+    calls = {k.removeprefix("ec2:"): v for k, v in sorted(aws.call_counts().items())}
+    unresolved = sum(1 for i in found if not i.private_ip)
+    client.terminate_instances(InstanceIds=ids)
+    return {
+        "case": f"post-launch lookup, {100 // lose_every} % answers lost",
+        "n": n, "ec2_calls": calls, "wall_s": wall, "cpu_s": cpu, "unresolved": unresolved,
+    }  # fmt: skip
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'case':<42} {'N':>6} {'wall s':>8} {'CPU s':>7}  EC2 calls", "-" * 100]
     for row in rows:
@@ -142,6 +173,7 @@ def main() -> int:
             rows = bench_launch(aws, manifest, 1000)
             rows.append(bench_foreground(manifest, workdir, 5000))
             rows.append(bench_planning(manifest, 10_000))
+            rows.extend(bench_lookup(aws, manifest, n) for n in (4000, 10_000))
         finally:
             aws.stop()
     print(_table(rows))

@@ -301,6 +301,12 @@ class SlurmTimers(StrictModel):
     capacity_cooldown: int = Field(
         default=600, ge=0, description="Seconds a pool/AZ is skipped after a capacity error."
     )
+    boot_failure_limit: int = Field(
+        default=10,
+        ge=0,
+        description="Consecutive failed boots after which a pool stops launching (protected mode) until "
+        "`slurm-pool-protection --clear POOL` or a config change; 0 never stops.",
+    )
 
 
 class Cluster(StrictModel):

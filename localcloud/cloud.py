@@ -40,7 +40,8 @@ from slurm_plugin.render_base import shared_mount as shared_mount_of
 
 LOG = logging.getLogger(__name__)
 DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
-PLUGIN_PROGRAMS = {"slurm-resume": "resume", "slurm-suspend": "suspend", "slurm-resume-fail": "resume_fail"}
+# the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
+PLUGIN_PROGRAMS = ("slurm-resume", "slurm-suspend", "slurm-resume-fail", "slurm-pool-protection")
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
 
 # name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.

@@ -108,8 +108,11 @@ class FaultMiddleware:
             with self.lock:
                 self.answers[key] = answer
         with self.lock:
-            if self.lost_left.get(action, 0) > 0:
-                self.lost_left[action] -= 1
+            every = faults.lose_every.get(action, 0)
+            lost_now = every > 0 and self.counts[f"ec2:{action}"] % every == 0
+            if lost_now or self.lost_left.get(action, 0) > 0:
+                if not lost_now:
+                    self.lost_left[action] -= 1
                 return ec2_error(
                     "InternalError", "An internal error has occurred (lost response).", "500 Internal Server Error"
                 )

@@ -48,6 +48,7 @@ class Faults:
     capacity: tuple[CapacityFault, ...] = ()
     throttle_every: int = 0  # every Nth EC2 call answers RequestLimitExceeded (not executed); 0: never
     lose_responses: dict[str, int] = field(default_factory=dict)  # Action -> next N calls executed, answered 500
+    lose_every: dict[str, int] = field(default_factory=dict)  # Action -> every Nth call executed, answered 500
     latency_ms: int = 0  # added to every AWS call
 
     def to_json(self) -> dict[str, Any]:

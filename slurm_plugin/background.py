@@ -16,6 +16,8 @@ from typing import Any
 
 MANIFEST_ENV = "ELASTIC_SLURM_MANIFEST"
 DEFAULT_MANIFEST = "/etc/elastic-slurm/manifest.json"
+MANIFEST_SCHEMA_VERSION = 1  # the manifest format this plugin reads (slurm_plugin.manifest writes it)
+MANIFEST_ERROR_CODE = "ManifestError"
 
 
 def note(log_file: str, name: str, level: str, message: str, stderr: bool = True) -> None:
@@ -54,7 +56,44 @@ def peek_manifest(path: str) -> dict[str, Any]:
     for key in ("state_dir", "log_file", "pools"):
         if key not in data:
             raise InputError(f"manifest {path}: missing field {key}")
+    if data.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+        raise InputError(
+            f"manifest {path}: schema_version {data.get('schema_version')!r} is not supported "
+            f"(this plugin reads {MANIFEST_SCHEMA_VERSION}); re-run slurm-render"
+        )
     return data
+
+
+def power_down_unlaunchable(path: str, hostlist: str, why: str) -> str:
+    """Power the nodes down with a `(Code:ManifestError)` reason, so slurmctld logs why and requeues their jobs
+    instead of waiting ResumeTimeout for nodes nobody launches. Uses the manifest's slurm_bin_dir when the file still
+    says it, else `scontrol` on PATH. Returns what happened, for the one error line."""
+    from slurm_plugin.hostlists import expand
+
+    try:
+        expand(hostlist)
+    except ValueError as exc:
+        return f"nodes not powered down: {exc}"
+    bin_dir = None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        bin_dir = data.get("slurm_bin_dir") if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        pass
+    search = os.environ.get("PATH") or "/usr/bin:/bin"
+    scontrol = shutil.which("scontrol", path=str(bin_dir) if bin_dir else search)
+    if scontrol is None:
+        return "scontrol not found: nodes not powered down"
+    reason = f"(Code:{MANIFEST_ERROR_CODE}) {why}"[:200]
+    args = [scontrol, "update", f"nodename={hostlist}", "state=POWER_DOWN_FORCE", f"reason={reason}"]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"nodes not powered down: {exc}"
+    if done.returncode != 0:
+        return f"nodes not powered down: {(done.stderr or done.stdout).strip()[:120]}"
+    return "nodes powered down"
 
 
 def unknown_nodes(manifest: dict[str, Any], names: list[str]) -> list[str]:
@@ -102,10 +141,17 @@ def spawn_worker(module: str, manifest: dict[str, Any], request: dict[str, Any],
     return process.pid
 
 
-def hand_off(name: str, module: str, hostlist: str, resume_file: str | None, extra: dict[str, Any]) -> int:
+def hand_off(
+    name: str,
+    module: str,
+    hostlist: str,
+    resume_file: str | None,
+    extra: dict[str, Any],
+    power_down_on_bad_manifest: bool = False,
+) -> int:
     """The whole foreground of a power-save program: validate, hand the nodes to a detached worker, return.
 
-    Bad manifest: exit 1 (message on stderr). Bad hostlist or a node the manifest does not know: one line in the log
+    Bad manifest: exit 1 (one line on stderr; for resume, the nodes are powered down with the reason). Bad hostlist or a node the manifest does not know: one line in the log
     and on stderr, exit 2, nothing touched. Otherwise the worker (`python -m module --worker DIR`) gets the request.
     """
     from slurm_plugin.hostlists import compress, expand
@@ -114,7 +160,8 @@ def hand_off(name: str, module: str, hostlist: str, resume_file: str | None, ext
     try:
         manifest = peek_manifest(path)
     except InputError as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
+        done = f" ({power_down_unlaunchable(path, hostlist, str(exc))})" if power_down_on_bad_manifest else ""
+        print(f"{name}: error: {exc}{done}", file=sys.stderr)
         return 1
     log_file = str(manifest["log_file"])
     try:
@@ -126,7 +173,13 @@ def hand_off(name: str, module: str, hostlist: str, resume_file: str | None, ext
     if bad:
         note(log_file, name, "ERROR", f"unknown nodes {compress(bad)}: not in manifest {path} (nothing done)")
         return 2
-    request = {"request_id": new_request_id(), "hostlist": hostlist, "manifest": os.path.abspath(path), **extra}
+    request = {
+        "request_id": new_request_id(),
+        "requested_at": time.time(),
+        "hostlist": hostlist,
+        "manifest": os.path.abspath(path),
+        **extra,
+    }
     pid = spawn_worker(module, manifest, request, resume_file)
     message = f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}"
     note(log_file, name, "INFO", message, False)

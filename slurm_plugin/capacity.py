@@ -39,3 +39,15 @@ def add_cooling(state_dir: str | Path, pairs: Iterable[tuple[str, str]], now: fl
         for pool, az in wanted:
             entries[f"{pool}|{az}"] = now + seconds
         write_json(path, entries)
+
+
+def pool_available_at(state_dir: str | Path, pool: str, azs: Iterable[str], now: float) -> float | None:
+    """When the pool can launch again: None if some AZ of `azs` is not cooling, else the earliest expiry."""
+    entries = read_json(Path(state_dir) / CAPACITY_FILE)
+    expiries = []
+    for az in azs:
+        expiry = entries.get(f"{pool}|{az}")
+        if not isinstance(expiry, int | float) or expiry <= now:
+            return None
+        expiries.append(float(expiry))
+    return min(expiries) if expiries else None

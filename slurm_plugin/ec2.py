@@ -1,12 +1,16 @@
 """The only EC2 adapter of the plugin: launch (CreateFleet instant / RunInstances), find and terminate instances.
 
-Retries live in one place: botocore's `standard` retry mode with a per-call attempt budget and timeouts (RETRY_CONFIG).
-Every launch carries a ClientToken (EC2 idempotency) and the launch-request tag; when a launch was retried or its
-answer was lost, the instances it really created are found by that tag (one filtered DescribeInstances).
+Retries follow one policy, by error class (slurm_plugin/retry_policy.py): capacity errors are never retried (the
+launcher fails over at once), throttling and transport errors are, with the same ClientToken. Every launch carries a
+ClientToken (EC2 idempotency) and the launch-request tag: the instances of the launch answer are used first; when a
+launch was retried or its answer was lost, the instances it really created are found by that tag. Lookups by id are
+batched filters (unknown ids are simply absent, never an error for the whole call) and never raise: what could not be
+looked up comes back without an address, so the caller terminates it rather than leaving it unbound.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,14 +19,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from slurm_plugin import retry_policy
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_LAUNCH_REQUEST, TAG_POOL
 from slurm_plugin.planner import TERMINATE_MAX_IDS, Market, Override, batches
 
-RETRY_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 6},
-    connect_timeout=10,
-    read_timeout=60,
-)
+RETRY_CONFIG = retry_policy.CONFIG
+DESCRIBE_MAX_IDS = 200  # values per `instance-id` filter of one DescribeInstances (EC2: up to 200 filter values)
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
 
@@ -36,6 +38,8 @@ class Instance:
     instance_type: str
     availability_zone: str
     tags: dict[str, str] = field(default_factory=dict, compare=False)
+    launch_time: float | None = field(default=None, compare=False)  # epoch seconds
+    state: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ def _instance(raw: Mapping[str, Any], region: str) -> Instance:
         instance_type=raw.get("InstanceType", ""),
         availability_zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
         tags=_tags(raw.get("Tags")),
+        launch_time=raw["LaunchTime"].timestamp() if hasattr(raw.get("LaunchTime"), "timestamp") else None,
+        state=str(raw.get("State", {}).get("Name", "")),
     )
 
 
@@ -102,9 +108,8 @@ class Ec2:
     def client(self, region: str) -> Any:
         """The (cached) EC2 client of `region`."""
         if region not in self._clients:
-            self._clients[region] = self._session.client(
-                "ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config
-            )
+            client = self._session.client("ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config)
+            self._clients[region] = retry_policy.install(client)
         return self._clients[region]
 
     # ------------------------------------------------------------------ launch
@@ -142,10 +147,10 @@ class Ec2:
             return LaunchResult(self._by_token(request), (failure,), "RunInstances")
         except BotoCoreError as exc:
             return LaunchResult(self._by_token(request), (LaunchError(type(exc).__name__, str(exc)),), "RunInstances")
-        if _retried(response):
-            return LaunchResult(self._by_token(request), (), "RunInstances")
-        instances = tuple(_instance(raw, request.region) for raw in response.get("Instances", []))
-        return LaunchResult(instances, (), "RunInstances")
+        found = {i.instance_id: i for i in (_instance(raw, request.region) for raw in response.get("Instances", []))}
+        if _retried(response):  # an earlier try may have launched too: its instances carry the same token tag
+            found.update({i.instance_id: i for i in self._by_token(request) if i.instance_id not in found})
+        return LaunchResult(tuple(found.values()), (), "RunInstances")
 
     def _create_fleet(self, request: LaunchRequest) -> LaunchResult:
         overrides = []
@@ -204,23 +209,18 @@ class Ec2:
         found = {i.instance_id: i for i in self._by_token(request)}
         ids = [i for item in response.get("Instances", []) for i in item.get("InstanceIds", [])]
         missing = [i for i in ids if i not in found]
-        if missing:  # eventual consistency on real EC2: ask by id once
-            found.update(
-                {
-                    i.instance_id: i
-                    for i in self.describe_ids(request.region, request.tags.get(TAG_CLUSTER, ""), missing)
-                }
-            )
+        if missing:  # eventual consistency on real EC2: ask by id
+            found.update({i.instance_id: i for i in self.lookup(request.region, missing)})
         return LaunchResult(tuple(found.values()), tuple(errors), "CreateFleet")
 
     # ------------------------------------------------------------------ find
-    def _describe(self, region: str, **params: Any) -> list[Instance]:
+    def _describe(self, region: str, live_only: bool = True, **params: Any) -> list[Instance]:
         paginator = self.client(region).get_paginator("describe_instances")
         result = []
         for page in paginator.paginate(**params):
             for reservation in page.get("Reservations", []):
                 for raw in reservation.get("Instances", []):
-                    if raw.get("State", {}).get("Name") in LIVE_STATES:
+                    if not live_only or raw.get("State", {}).get("Name") in LIVE_STATES:
                         result.append(_instance(raw, region))
         return result
 
@@ -231,18 +231,40 @@ class Ec2:
             {"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
             {"Name": "instance-state-name", "Values": LIVE_STATES},
         ]
-        try:
-            return tuple(self._describe(request.region, Filters=filters))
-        except (ClientError, BotoCoreError):
-            return ()
+        for attempt in range(3):  # on top of the retry policy: this is the only way to find a lost launch's instances
+            try:
+                return tuple(self._describe(request.region, Filters=filters))
+            except (ClientError, BotoCoreError):
+                time.sleep(attempt + 1)
+        return ()  # still unknown: the cluster manager terminates them as orphans after its grace period
 
-    def describe_ids(self, region: str, cluster: str, ids: Sequence[str]) -> list[Instance]:
-        """Live instances of the cluster among `ids` (unknown ids are simply absent)."""
-        filters = [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
-        try:
-            return self._describe(region, InstanceIds=list(ids), Filters=filters)
-        except ClientError:
-            return []
+    def describe_ids(self, region: str, ids: Sequence[str]) -> list[Instance]:
+        """The instances among `ids` in any state, in batches of DESCRIBE_MAX_IDS (paginated); unknown ids are simply
+        absent. Raises ClientError/BotoCoreError when a batch still fails after the retry policy."""
+        found: list[Instance] = []
+        for start in range(0, len(ids), DESCRIBE_MAX_IDS):
+            filters = [{"Name": "instance-id", "Values": list(ids[start : start + DESCRIBE_MAX_IDS])}]
+            found.extend(self._describe(region, live_only=False, Filters=filters))
+        return found
+
+    def lookup(self, region: str, ids: Sequence[str], attempts: int = 3, pause: float = 1.0) -> list[Instance]:
+        """Every id of `ids` as an Instance, never raising: ids that stay unknown (eventual consistency) or whose
+        lookup keeps failing come back without an address, so the caller terminates them instead of binding them.
+        Ids of instances that are already gone (terminated) are left out."""
+        found: dict[str, Instance] = {}
+        missing = list(dict.fromkeys(ids))
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(pause * attempt)
+            try:
+                found.update({i.instance_id: i for i in self.describe_ids(region, missing)})
+            except (ClientError, BotoCoreError):
+                continue
+            missing = [i for i in missing if i not in found]
+            if not missing:
+                break
+        unknown = [Instance(i, region, None, "", "") for i in missing]
+        return [*(i for i in found.values() if i.state in LIVE_STATES), *unknown]
 
     def cluster_instances(self, region: str, cluster: str, pool_keys: Iterable[str]) -> list[Instance]:
         """Live instances of the cluster's pools in one region: one filtered DescribeInstances (paginated)."""

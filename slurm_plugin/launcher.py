@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from slurm_plugin import capacity, state
+from slurm_plugin import capacity, protection, state
 from slurm_plugin.ec2 import Ec2, Instance, LaunchRequest
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
@@ -21,15 +21,16 @@ from slurm_plugin.planner import (
     PoolLaunch,
     assign,
     cooldown_azs,
+    node_pools,
     plan_launch,
-    power_down_reason,
+    pool_of,
+    ready_to_bind,
     remaining_overrides,
-    settle_jobs,
 )
 from slurm_plugin.slurm import Slurm, SlurmError
+from slurm_plugin.unusable_pools import COOLDOWN_CODE, report_failures
 
 log = logging.getLogger("slurm-resume")
-COOLDOWN_CODE = "CapacityCooldown"
 
 
 @dataclass
@@ -51,6 +52,7 @@ class ResumeOutcome:
     busy: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
+    down: dict[str, int] = field(default_factory=dict)  # node -> ResumeAfter seconds (its pool has no capacity)
 
 
 def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: str, seq: int) -> PoolResult:
@@ -161,17 +163,20 @@ def _resume_claimed(
 ) -> None:
     request_id = outcome.request_id
     now = clock()
+    bind = _Binder(manifest, ec2, slurm, outcome)
+    wanted = list(nodes)
+    nodes = bind.already_running(nodes)
+    held = _protected(manifest, nodes, slurm, request_id)
+    nodes = [n for n in nodes if n not in held]
     cooling = capacity.load_cooling(manifest.state_dir, now)
     plan = plan_launch(nodes, manifest.pools, cooling, job_groups)
     outcome.unknown = list(plan.unknown_nodes)
     if plan.unknown_nodes:
         log.error("request %s: not nodes of this cluster (ignored): %s", request_id, compress(plan.unknown_nodes))
-    codes: dict[str, str] = dict.fromkeys(plan.cooling_nodes, COOLDOWN_CODE)
+    codes: dict[str, str] = {**dict.fromkeys(plan.cooling_nodes, COOLDOWN_CODE), **held}
     if plan.cooling_nodes:
         log.warning("request %s: every location in capacity cool-down for %s", request_id, compress(plan.cooling_nodes))
-    assigned: dict[str, str] = {}
-    extras: list[str] = []
-    by_id: dict[str, Instance] = {}
+    undecided = {n for launch in plan.launches for n in launch.nodes}
     new_cooling: list[tuple[str, str]] = []
     for seq, launch in enumerate(plan.launches, start=1):
         log.info(
@@ -179,42 +184,16 @@ def _resume_claimed(
             request_id, launch.pool, len(launch.nodes), len(launch.groups), compress(launch.nodes),
         )  # fmt: skip
         result = _launch_pool(manifest, launch, ec2, request_id, seq)
-        by_id.update({i.instance_id: i for i in result.instances})
-        no_ip = [i.instance_id for i in result.instances if not i.private_ip]
-        usable = [i.instance_id for i in result.instances if i.private_ip]
-        share = assign(launch, usable)
-        assigned.update(share.assigned)
-        extras.extend(share.extra)
-        extras.extend(no_ip)
+        bind.known.update({i.instance_id: i for i in result.instances})
+        share = assign(launch, [i.instance_id for i in result.instances if i.private_ip])
+        bind.unbound.update(share.assigned)
+        bind.extras.extend(share.extra)
+        bind.extras.extend(i.instance_id for i in result.instances if not i.private_ip)  # could not learn its address
         codes.update(dict.fromkeys(share.failed, result.code))
-        for az in cooldown_azs(launch.attempts, result.failed_keys):
-            new_cooling.append((launch.pool, az))
-    settled = settle_jobs(job_groups, assigned, codes)
-    for group in job_groups:
-        cause = next((codes[n] for n in group if n in codes), None)
-        for node in group:
-            if cause is not None and node in settled.failed:
-                codes.setdefault(node, cause)
-    extras.extend(settled.extra)
-    if extras:
-        outcome.terminated = _terminate(ec2, [by_id[i] for i in extras], request_id, "unneeded")
-    addresses = {node: by_id[iid].private_ip or "" for node, iid in settled.assigned.items()}
-    if addresses:
-        try:
-            slurm.set_addresses(addresses)
-            log.info("request %s: NodeAddr set for %d nodes %s", request_id, len(addresses), compress(addresses))
-        except SlurmError as exc:
-            log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
-        state.remember_instances(
-            manifest.state_dir,
-            {
-                node: {"instance_id": iid, "region": by_id[iid].region, "private_ip": addresses[node]}
-                for node, iid in settled.assigned.items()
-            },
-        )
-    outcome.launched = {node: by_id[iid] for node, iid in settled.assigned.items()}
-    outcome.failed = {node: codes[node] for node in nodes if node in codes and node not in settled.assigned}
-    _power_down_failed(slurm, outcome.failed, request_id)
+        undecided.difference_update(launch.nodes)
+        new_cooling.extend((launch.pool, az) for az in cooldown_azs(launch.attempts, result.failed_keys))
+        bind.settle(job_groups, codes, undecided)  # bind this pool now: the manager's orphan grace keeps running
+    outcome.failed = {node: codes[node] for node in wanted if node in codes and node not in outcome.launched}
     if new_cooling:
         capacity.add_cooling(manifest.state_dir, new_cooling, now, manifest.capacity_cooldown_seconds)
         for pool, az in new_cooling:
@@ -222,16 +201,101 @@ def _resume_claimed(
                 "request %s: pool %s AZ %s in capacity cool-down for %d s",
                 request_id, pool, az, manifest.capacity_cooldown_seconds,
             )  # fmt: skip
+    outcome.down = report_failures(manifest, slurm, outcome.failed, request_id, now)
 
 
-def _power_down_failed(slurm: Slurm, failed: dict[str, str], request_id: str) -> None:
-    by_code: dict[str, list[str]] = {}
-    for node, code in failed.items():
-        by_code.setdefault(code, []).append(node)
-    for code, group in by_code.items():
-        reason = power_down_reason(code, request_id)
+def _protected(manifest: Manifest, nodes: Sequence[str], slurm: Slurm, request_id: str) -> dict[str, str]:
+    """Nodes of pools in protected mode (node -> ProtectedMode); first, a pool with failed boots whose node is up in
+    Slurm has booted fine since: its count starts again."""
+    by_prefix = node_pools(manifest.pools)
+    pools = {p.key: p for p in (pool_of(n, by_prefix) for n in nodes) if p is not None}
+    counting = [p for p in pools.values() if protection.failures_of(manifest.state_dir, p) > 0]
+    if counting:
         try:
-            slurm.power_down(group, reason)
-            log.warning("request %s: powered down %s: %s", request_id, compress(group), reason)
+            known = slurm.show_nodes(None)
         except SlurmError as exc:
-            log.error("request %s: could not power down %s: %s", request_id, compress(group), exc)
+            log.warning("request %s: %s", request_id, exc)
+            known = {}
+        up = {p.key for n in known.values() if protection.is_up(n.state) and (p := pool_of(n.name, by_prefix))}
+        protection.record_success(manifest.state_dir, [p for p in counting if p.key in up])
+    held = protection.protected(manifest.state_dir, pools.values())
+    skipped = {n: protection.PROTECTED_CODE for n in nodes if (p := pool_of(n, by_prefix)) and p.key in held}
+    if skipped:
+        log.error("request %s: pools in protected mode, not launched: %s", request_id, compress(skipped))
+    return skipped
+
+
+@dataclass
+class _Binder:
+    """Hands launched instances to nodes: nodes.json first (so suspend and the manager know the instance by id), then
+    Slurm's NodeAddr; terminates what no node may keep."""
+
+    manifest: Manifest
+    ec2: Ec2
+    slurm: Slurm
+    outcome: ResumeOutcome
+    known: dict[str, Instance] = field(default_factory=dict)  # instance id -> instance
+    unbound: dict[str, str] = field(default_factory=dict)  # node -> instance id, launched, not yet bound
+    extras: list[str] = field(default_factory=list)  # instance ids to terminate
+
+    def already_running(self, nodes: Sequence[str]) -> list[str]:
+        """Nodes still to launch: a node whose recorded instance is alive (an earlier resume launched it) is bound
+        to that instance again instead of getting a second one. An instance EC2 cannot tell about right now counts
+        as alive, with its recorded address: if it is in fact gone, the node does not register and ResumeTimeout
+        relaunches it; launching now could leave two instances behind one node."""
+        recorded = state.recorded_instances(self.manifest.state_dir, nodes)
+        by_region: dict[str, list[str]] = {}
+        for entry in recorded.values():
+            by_region.setdefault(entry["region"], []).append(entry["instance_id"])
+        alive: dict[str, Instance] = {}
+        for region, ids in by_region.items():
+            alive.update({i.instance_id: i for i in self.ec2.lookup(region, ids)})
+        for entry in recorded.values():
+            seen = alive.get(entry["instance_id"])
+            if seen is not None and not seen.private_ip:  # unknown: keep what the node map says
+                alive[seen.instance_id] = replace(seen, private_ip=entry.get("private_ip") or None)
+        again = {
+            n: e["instance_id"] for n, e in recorded.items() if (i := alive.get(e["instance_id"])) and i.private_ip
+        }
+        if again:
+            self.known.update(alive)
+            log.warning(
+                "request %s: %d nodes already have a live instance (not launched again): %s",
+                self.outcome.request_id, len(again), compress(again),
+            )  # fmt: skip
+            self._bind(again)
+        return [n for n in nodes if n not in again]
+
+    def settle(self, job_groups: Sequence[Sequence[str]], codes: dict[str, str], undecided: set[str]) -> None:
+        """Bind what is ready, release the instances of jobs that cannot run whole, terminate the extras."""
+        share = ready_to_bind(job_groups, self.unbound, codes, undecided)
+        for node in share.failed:
+            cause = next((codes[n] for g in job_groups if node in g for n in g if n in codes), "JobIncomplete")
+            codes.setdefault(node, cause)
+            del self.unbound[node]
+        self.extras.extend(share.extra)
+        for node in share.assigned:
+            del self.unbound[node]
+        if self.extras:
+            instances = [self.known[i] for i in self.extras]
+            self.outcome.terminated.extend(_terminate(self.ec2, instances, self.outcome.request_id, "unneeded"))
+            self.extras.clear()
+        if share.assigned:
+            self._bind(share.assigned)
+
+    def _bind(self, assigned: dict[str, str]) -> None:
+        request_id = self.outcome.request_id
+        addresses = {node: self.known[iid].private_ip or "" for node, iid in assigned.items()}
+        state.remember_instances(
+            self.manifest.state_dir,
+            {
+                node: {"instance_id": iid, "region": self.known[iid].region, "private_ip": addresses[node]}
+                for node, iid in assigned.items()
+            },
+        )
+        try:
+            self.slurm.set_addresses(addresses)
+            log.info("request %s: NodeAddr set for %d nodes %s", request_id, len(addresses), compress(addresses))
+        except SlurmError as exc:
+            log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
+        self.outcome.launched.update({node: self.known[iid] for node, iid in assigned.items()})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-MANIFEST_SCHEMA_VERSION = 1
+from slurm_plugin.background import MANIFEST_SCHEMA_VERSION  # the foreground checks it without pydantic
 
 # Tag keys put on every instance the plugin launches.
 TAG_CLUSTER = "elastic-slurm:cluster"
@@ -45,6 +45,7 @@ class PoolManifest(_Frozen):
     purchase_option: str = Field(description="on_demand | spot | spot_then_on_demand")
     locations: list[Location] = Field(description="Priority order: AZs then regions.")
     placement_group: str | None = None
+    resume_timeout: int = Field(600, description="Slurm's ResumeTimeout for this pool's nodes (seconds).")
 
     @property
     def key(self) -> str:
@@ -65,6 +66,7 @@ class Manifest(_Frozen):
     slurm_bin_dir: str = "/usr/bin"
     slurm_conf: str | None = None
     capacity_cooldown_seconds: int = 600
+    boot_failure_limit: int = Field(10, description="Consecutive failed boots before a pool is protected; 0: never.")
     tags: dict[str, str] = Field(default_factory=dict)
     pools: list[PoolManifest]
 

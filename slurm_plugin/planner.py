@@ -1,7 +1,7 @@
 """Pure launch planning: which nodes go to which pool, in which order of regions/markets/overrides, and who gets what.
 
 No I/O here. The resume worker (slurm_plugin/launcher.py) asks `plan_launch` for a plan, runs its attempts through the
-EC2 adapter, and uses `assign`, `settle_jobs` and `cooldown_azs` to turn EC2's answers into Slurm updates.
+EC2 adapter, and uses `assign`, `ready_to_bind` and `cooldown_azs` to turn EC2's answers into Slurm updates.
 """
 
 from __future__ import annotations
@@ -243,20 +243,40 @@ def assign(launch: PoolLaunch, instance_ids: Sequence[str]) -> Assignment:
     return Assignment(assigned, tuple(failed), tuple(free))
 
 
-def settle_jobs(job_groups: Sequence[Sequence[str]], assigned: Mapping[str, str], failed: Iterable[str]) -> Assignment:
-    """Across pools: a job with any failed node gives up all its nodes; their instances become extras."""
+def ready_to_bind(
+    job_groups: Sequence[Sequence[str]],
+    unbound: Mapping[str, str],
+    failed: Iterable[str],
+    undecided: Collection[str],
+) -> Assignment:
+    """Which launched nodes can be bound now, while other pools still launch (so early pools are bound at once).
+
+    `unbound`: node -> instance id of nodes launched and not yet bound; `failed`: nodes that will get no instance;
+    `undecided`: nodes of pools not launched yet. A node in no multi-node job is ready at once. A job's nodes wait
+    until none of them is undecided; then all are ready, or, if any failed, none: their instances are released
+    (`extra`) and they fail too (`failed`), and so on for the other jobs those nodes belong to.
+    """
+    multi = [tuple(g) for g in job_groups if len(g) >= 2]
+    waiting = set(undecided)
     failed_set = set(failed)
-    kept = dict(assigned)
-    released: list[str] = []
-    for group in job_groups:
-        if len(group) < 2 or not failed_set.intersection(group):
+    released: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for group in multi:
+            if failed_set.intersection(group) and waiting.isdisjoint(group):
+                for node in group:
+                    if node in unbound and node not in released:
+                        released[node] = unbound[node]
+                        failed_set.add(node)
+                        changed = True
+    ready: dict[str, str] = {}
+    for node, instance in unbound.items():
+        if node in released:
             continue
-        for node in group:
-            instance = kept.pop(node, None)
-            if instance is not None:
-                released.append(instance)
-                failed_set.add(node)
-    return Assignment(kept, tuple(sorted(failed_set)), tuple(released))
+        if all(waiting.isdisjoint(g) for g in multi if node in g):
+            ready[node] = instance
+    return Assignment(ready, tuple(released), tuple(released.values()))
 
 
 def cooldown_azs(attempts: Sequence[Attempt], failed: set[tuple[str, str, str]]) -> list[str]:

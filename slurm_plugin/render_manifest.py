@@ -70,6 +70,7 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         purchase_option=pool.purchase_option.value,
         locations=locations,
         placement_group=group,
+        resume_timeout=cluster.slurm.resume_timeout,
     )
 
 
@@ -96,6 +97,7 @@ def build_manifest(
         slurm_bin_dir=slurm_bin_dir,
         slurm_conf=slurm_conf,
         capacity_cooldown_seconds=cluster.slurm.capacity_cooldown,
+        boot_failure_limit=cluster.slurm.boot_failure_limit,
         tags={**tags, **cluster.tags},
         pools=pools,
     )

@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def foreground(hostlist: str) -> int:
     """Validate, copy the resume file, start the worker; exit code."""
-    return hand_off(NAME, "slurm_plugin.resume", hostlist, os.environ.get("SLURM_RESUME_FILE"), {})
+    resume_file = os.environ.get("SLURM_RESUME_FILE")
+    return hand_off(NAME, "slurm_plugin.resume", hostlist, resume_file, {}, power_down_on_bad_manifest=True)
 
 
 def worker(directory: Path) -> int:

@@ -1,6 +1,7 @@
 """Small JSON state files in the manifest's state_dir, shared by concurrent plugin processes under one flock.
 
-- claims.json: node -> {request, pid} while a resume worker is launching it (so overlapping resumes skip it);
+- claims.json: node -> {request, pid, started} while a resume worker is launching it (so overlapping resumes skip it);
+  a claim counts only while a process with that PID *and that start time* lives, so a reused PID frees it;
 - nodes.json: node -> {instance_id, region, private_ip} written after a launch (a cache: EC2 + Slurm are the truth).
 """
 
@@ -48,18 +49,31 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _alive(pid: int) -> bool:
+def process_start(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), None if it is gone."""
+    if pid <= 0:
+        return None
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]  # fields after "(comm)" start at field 3
+
+
+def holder_alive(held: Mapping[str, Any]) -> bool:
+    """True while the process that took a claim still runs: same PID *and* same start time (PID reuse, PID 0 and
+    claims without a start time from older versions count as dead)."""
+    try:
+        pid = int(held.get("pid", 0) or 0)
+    except (TypeError, ValueError):
         return False
-    except PermissionError:
-        return True
-    return True
+    started = held.get("started")
+    return started is not None and process_start(pid) == started
 
 
 def claim(state_dir: str | Path, nodes: Iterable[str], request_id: str) -> tuple[list[str], list[str]]:
     """Claim nodes for this request; returns (claimed, busy). Claims of dead processes are taken over."""
+    me = process_start(os.getpid())
     with locked(state_dir) as directory:
         path = directory / CLAIMS_FILE
         claims = read_json(path)
@@ -67,10 +81,10 @@ def claim(state_dir: str | Path, nodes: Iterable[str], request_id: str) -> tuple
         busy: list[str] = []
         for node in nodes:
             held = claims.get(node)
-            if isinstance(held, dict) and held.get("request") != request_id and _alive(int(held.get("pid", 0) or 0)):
+            if isinstance(held, dict) and held.get("request") != request_id and holder_alive(held):
                 busy.append(node)
                 continue
-            claims[node] = {"request": request_id, "pid": os.getpid()}
+            claims[node] = {"request": request_id, "pid": os.getpid(), "started": me}
             mine.append(node)
         write_json(path, claims)
     return mine, busy
@@ -97,11 +111,37 @@ def remember_instances(state_dir: str | Path, entries: Mapping[str, Mapping[str,
         write_json(path, known)
 
 
-def forget_instances(state_dir: str | Path, nodes: Iterable[str]) -> dict[str, dict[str, str]]:
-    """Remove nodes from the node map; returns what was known about them."""
+def recorded_instances(state_dir: str | Path, nodes: Iterable[str]) -> dict[str, dict[str, str]]:
+    """What the node map records for `nodes` (complete entries only)."""
+    with locked(state_dir) as directory:
+        known = read_json(directory / NODES_FILE)
+    result = {}
+    for node in nodes:
+        entry = known.get(node)
+        if isinstance(entry, dict) and entry.get("instance_id") and entry.get("region"):
+            result[node] = {k: str(v) for k, v in entry.items()}
+    return result
+
+
+def instance_owners(state_dir: str | Path) -> dict[str, str]:
+    """instance id -> node, for every node the node map records."""
+    with locked(state_dir) as directory:
+        known = read_json(directory / NODES_FILE)
+    return {str(e["instance_id"]): node for node, e in known.items() if isinstance(e, dict) and e.get("instance_id")}
+
+
+def forget_instances(
+    state_dir: str | Path, nodes: Iterable[str], only: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Remove nodes from the node map; returns what was known about them. With `only` (node -> instance id), a node
+    is removed only while the map still names that instance (a later resume may have bound it again)."""
     with locked(state_dir) as directory:
         path = directory / NODES_FILE
         known = read_json(path)
-        gone = {node: known.pop(node) for node in list(nodes) if isinstance(known.get(node), dict)}
+        gone = {}
+        for node in list(nodes):
+            entry = known.get(node)
+            if isinstance(entry, dict) and (only is None or entry.get("instance_id") == only.get(node)):
+                gone[node] = known.pop(node)
         write_json(path, known)
     return gone

@@ -11,6 +11,7 @@ import argparse
 import json
 import shutil
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from slurm_plugin.background import (
@@ -49,6 +50,7 @@ def worker(directory: Path) -> int:
     from slurm_plugin.planner import power_down_reason
     from slurm_plugin.slurm import Scontrol
     from slurm_plugin.terminator import terminate_nodes
+    from slurm_plugin.unusable_pools import count_failed_boots
 
     request = json.loads((directory / "request.json").read_text(encoding="utf-8"))
     name = str(request.get("kind", SUSPEND))
@@ -60,14 +62,19 @@ def worker(directory: Path) -> int:
     log = logs.setup(manifest.log_file, name, stderr=False)
     reason = power_down_reason("ResumeFailed", request["request_id"]) if name == RESUME_FAIL else None
     try:
+        nodes = expand(request["hostlist"])
+        slurm = Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf)
         outcome = terminate_nodes(
             manifest,
-            expand(request["hostlist"]),
+            nodes,
             Ec2(manifest.aws_endpoint_url),
-            Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf),
+            slurm,
             f"request {request['request_id']}",
             reason,
+            request.get("requested_at"),
         )
+        if name == RESUME_FAIL:  # each node is a failed boot of its pool (protected mode)
+            count_failed_boots(manifest, slurm, nodes, f"request {request['request_id']}", time.time())
     except Exception:
         log.exception("request %s: %s worker failed", request["request_id"], name)
         return 1

@@ -1,7 +1,10 @@
 """The suspend / resume-fail worker's core: find the instances behind nodes, terminate them, reset the nodes.
 
 Instances are found per region with one filtered DescribeInstances (cluster + pool tags), then matched to nodes by
-NodeAddr (what Slurm knows) or by the node map the resume worker wrote (covers a node whose NodeAddr was never set).
+instance id, from the node map the resume worker writes before it sets NodeAddr. NodeAddr (what Slurm knows) is used
+only for a node the map does not know, and never for an instance the map gives to another node: a private IP is
+reused by EC2, so an address alone can name another node's new instance. Instances launched after the request was
+made are never touched (the node may have been resumed again meanwhile).
 """
 
 from __future__ import annotations
@@ -30,9 +33,17 @@ class TerminateOutcome:
 
 
 def terminate_nodes(
-    manifest: Manifest, nodes: Sequence[str], ec2: Ec2, slurm: Slurm, label: str, reason: str | None = None
+    manifest: Manifest,
+    nodes: Sequence[str],
+    ec2: Ec2,
+    slurm: Slurm,
+    label: str,
+    reason: str | None = None,
+    requested_at: float | None = None,
 ) -> TerminateOutcome:
-    """Terminate the instances behind `nodes` (every region of their pools), reset NodeAddr, optionally power down."""
+    """Terminate the instances behind `nodes` (every region of their pools), reset NodeAddr, optionally power down.
+
+    `requested_at` (epoch seconds): instances launched after it belong to a later resume and are left alone."""
     outcome = TerminateOutcome()
     by_prefix = node_pools(manifest.pools)
     pool_key = {}
@@ -45,14 +56,16 @@ def terminate_nodes(
     except SlurmError as exc:
         log.warning("%s: %s; matching by the node map only", label, exc)
         known = {}
-    by_ip = {info.addr: name for name, info in known.items() if info.addr != name}
-    cached = state.forget_instances(manifest.state_dir, pool_key)
+    owners = state.instance_owners(manifest.state_dir)
+    cached = state.recorded_instances(manifest.state_dir, pool_key)  # forgotten only once their instance is gone
     by_id: dict[str, str] = {str(entry.get("instance_id", "")): node for node, entry in cached.items()}
+    by_ip = {info.addr: name for name, info in known.items() if info.addr != name and name not in cached}
     regions: dict[str, set[str]] = {}
     for pool in manifest.pools:
         if pool.key in pool_key.values():
             for loc in pool.locations:
                 regions.setdefault(loc.region, set()).add(pool.key)
+    settled: set[str] = set()  # regions described and handled without error
     for region, keys in regions.items():
         try:
             instances = ec2.cluster_instances(region, manifest.cluster, keys)
@@ -62,10 +75,19 @@ def terminate_nodes(
             continue
         targets: dict[str, str] = {}
         for instance in instances:
-            owner = by_id.get(instance.instance_id) or by_ip.get(instance.private_ip or "")
-            if owner is not None and instance.tags.get(TAG_POOL) == pool_key.get(owner):
-                targets[instance.instance_id] = owner
+            owner = by_id.get(instance.instance_id)
+            if owner is None and instance.instance_id not in owners:
+                owner = by_ip.get(instance.private_ip or "")
+            if owner is None or instance.tags.get(TAG_POOL) != pool_key.get(owner):
+                continue
+            if requested_at is not None and (instance.launch_time or 0) > requested_at:
+                log.warning(
+                    "%s: %s of %s was launched after this request: left alone", label, instance.instance_id, owner
+                )
+                continue
+            targets[instance.instance_id] = owner
         if not targets:
+            settled.add(region)
             continue
         try:
             ec2.terminate(region, list(targets))
@@ -74,7 +96,12 @@ def terminate_nodes(
             outcome.errors.append(region)
             continue
         outcome.terminated.update(targets)
+        settled.add(region)
         log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
+    # a worker killed before this point leaves the node map as it was: the next resume finds the instance alive and
+    # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)
+    done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled}
+    state.forget_instances(manifest.state_dir, list(done), only=done)
     found = set(outcome.terminated.values())
     outcome.not_found = [n for n in pool_key if n not in found]
     if outcome.not_found:

@@ -117,7 +117,7 @@ def settings_of(manifest: Manifest, args: argparse.Namespace) -> Settings:
     return Settings(
         cluster=manifest.cluster,
         pools=tuple(manifest.pools),
-        resume_timeout=timedelta(seconds=args.resume_timeout),
+        resume_timeout=timedelta(seconds=args.resume_timeout) if args.resume_timeout else None,
         orphan_grace=timedelta(seconds=args.orphan_grace),
         capacity_cooldown=timedelta(seconds=manifest.capacity_cooldown_seconds),
         impaired_threshold=timedelta(seconds=args.impaired_threshold),
@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--manifest", required=True, help="runtime manifest (JSON) written by `elastic-slurm render`")
     parser.add_argument("--once", action="store_true", help="run one cycle and exit (1 if any action failed)")
     parser.add_argument("--interval", type=_positive, default=45, help="seconds between cycles (default 45)")
-    parser.add_argument("--resume-timeout", type=_positive, default=600, help="Slurm ResumeTimeout (default 600)")
+    parser.add_argument("--resume-timeout", type=_positive, default=None,
+                        help="override every pool's ResumeTimeout (default: each pool's, from the manifest)")  # fmt: skip
     parser.add_argument("--orphan-grace", type=_positive, default=300,
                         help="seconds an unclaimed instance may live before it is an orphan (default 300)")  # fmt: skip
     parser.add_argument("--impaired-threshold", type=_positive, default=300,

@@ -123,7 +123,7 @@ class Settings:
 
     cluster: str
     pools: tuple[PoolManifest, ...]
-    resume_timeout: timedelta = timedelta(seconds=600)
+    resume_timeout: timedelta | None = None  # None: each pool's ResumeTimeout from the manifest
     orphan_grace: timedelta = timedelta(seconds=300)
     capacity_cooldown: timedelta = timedelta(seconds=600)
     impaired_threshold: timedelta = timedelta(seconds=300)

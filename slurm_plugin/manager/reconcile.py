@@ -27,7 +27,7 @@ A node is linked to its instance by NodeAddr = the instance's private IP (set by
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manager.model import (
@@ -90,20 +90,21 @@ def _node_actions(node: Node, inst: Instance | None, pool: PoolManifest, now: da
     if node.powering_down:
         return []
     if node.powering_up:
-        return _powering_up(node, inst, now, s)
+        return _powering_up(node, inst, pool, now, s)
     if not node.up:
         return _powered_down(node, pool, now, s)
     return _powered_up(node, inst, now, s)
 
 
-def _powering_up(node: Node, inst: Instance | None, now: datetime, s: Settings) -> list[Action]:
+def _powering_up(node: Node, inst: Instance | None, pool: PoolManifest, now: datetime, s: Settings) -> list[Action]:
     if inst is None:
         return []  # launch in flight (or not yet addressed); Slurm's ResumeTimeout covers a lost resume
     if inst.state in GONE_INSTANCE_STATES:
         why = f"instance {inst.instance_id} at {node.addr} is {inst.state} while the node powers up"
         return [_power_down(node, REASON_GONE, why, "instances_lost")]
-    if now - inst.launch_time > s.resume_timeout:
-        why = f"instance {inst.instance_id} did not register within {int(s.resume_timeout.total_seconds())} s"
+    timeout = s.resume_timeout or timedelta(seconds=pool.resume_timeout)
+    if now - inst.launch_time > timeout:
+        why = f"instance {inst.instance_id} did not register within {int(timeout.total_seconds())} s"
         return [
             Action(Kind.TERMINATE, inst.instance_id, why, region=inst.region, counter="resume_timeouts"),
             _power_down(node, REASON_RESUME_TIMEOUT, why, ""),

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from slurm_plugin.manager.model import Node
 from slurm_plugin.manager.observe import parse_json, parse_oneliner
-from slurm_plugin.slurm import UPDATE_BATCH, Scontrol, SlurmError
+from slurm_plugin.slurm import Scontrol, SlurmError
 
 
 class ManagerSlurm(Protocol):
@@ -58,16 +58,8 @@ class ScontrolManager(Scontrol):
     def ping(self) -> str:
         return self._run(["ping"])
 
-    def _update(self, nodes: Sequence[str], *settings: str) -> None:
-        for start in range(0, len(nodes), UPDATE_BATCH):
-            chunk = nodes[start : start + UPDATE_BATCH]
-            self._run(["update", f"nodename={','.join(chunk)}", *settings])
-
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         self._update(nodes, "state=DRAIN", f"reason={reason}")
-
-    def resume(self, nodes: Sequence[str]) -> None:
-        self._update(nodes, "state=RESUME")
 
     def power_up(self, nodes: Sequence[str]) -> None:
         self._update(nodes, "state=POWER_UP")

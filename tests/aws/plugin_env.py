@@ -149,8 +149,10 @@ class FakeSlurm:
 
     addresses: dict[str, str] = field(default_factory=dict)
     powered_down: dict[str, str] = field(default_factory=dict)
+    down: dict[str, tuple[str, int]] = field(default_factory=dict)  # node -> (reason, ResumeAfter)
     resets: list[str] = field(default_factory=list)
     update_calls: int = 0
+    known: tuple[str, ...] = ()  # further nodes Slurm has (idle~)
 
     def set_addresses(self, addresses: Mapping[str, str]) -> None:
         self.update_calls += 1
@@ -166,8 +168,20 @@ class FakeSlurm:
         self.update_calls += 1
         self.powered_down.update(dict.fromkeys(nodes, reason))
 
-    def show_nodes(self, nodes: Sequence[str]) -> dict[str, SlurmNode]:
-        return {n: SlurmNode(n, self.addresses.get(n, n), n, "IDLE+CLOUD") for n in nodes}
+    def set_down(self, nodes: Sequence[str], reason: str, resume_after: int) -> None:
+        self.update_calls += 1
+        self.down.update(dict.fromkeys(nodes, (reason, resume_after)))
+
+    def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
+        names = [*self.known, *self.addresses, *self.powered_down] if nodes is None else nodes
+        return {n: SlurmNode(n, self.addresses.get(n, n), n, self._state(n)) for n in dict.fromkeys(names)}
+
+    def _state(self, node: str) -> str:
+        if node in self.down:
+            return "DOWN+CLOUD+POWERED_DOWN"
+        if node in self.powered_down or node not in self.addresses:
+            return "IDLE+CLOUD+POWERED_DOWN"
+        return "IDLE+CLOUD"
 
 
 def rid(label: str) -> str:

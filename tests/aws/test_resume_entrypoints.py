@@ -126,3 +126,18 @@ def test_resume_then_suspend_through_the_entry_points(aws: EmulatedAws, deployed
     assert live_instances(aws, manifest.cluster) == []
     log = Path(manifest.log_file).read_text(encoding="utf-8")
     assert "terminated 3 instances in us-east-1" in log
+
+
+def test_a_manifest_of_another_schema_version_fails_resume_loudly_and_powers_the_nodes_down(
+    deployed: tuple[Manifest, Path, Path],
+) -> None:
+    manifest, path, calls = deployed
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, "schema_version": 99}), encoding="utf-8")
+    done = _run("slurm-resume", "cpu-c7i-[1-2]", path)
+    assert done.returncode == 1  # slurmctld logs the failed ResumeProgram
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "schema_version 99 is not supported" in lines[0] and "nodes powered down" in lines[0]
+    update = calls.read_text(encoding="utf-8").splitlines()
+    assert len(update) == 1 and "nodename=cpu-c7i-[1-2] state=POWER_DOWN_FORCE reason=(Code:ManifestError)" in update[0]
+    assert not (Path(manifest.state_dir) / "requests").exists()

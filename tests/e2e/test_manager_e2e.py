@@ -54,12 +54,10 @@ class Mgr:
 
     def cycle(self, orphan_grace: int = ORPHAN_GRACE) -> None:
         """One manager cycle as the real CLI; fails the test (with the manager's log) if the cycle failed."""
-        info = self.cloud.info()
-        cmd = [
+        cmd = [  # ResumeTimeout: each pool's, from the manifest, as the systemd unit runs it
             "/opt/elastic-slurm/bin/slurm-clustermgr", "--once",
             "--manifest", str(self.cloud.layout.manifest),
             "--orphan-grace", str(orphan_grace),
-            "--resume-timeout", str(info.resume_timeout),
             "--events-queue-url", self.queue_url,
         ]  # fmt: skip
         # on the controller, as the user its systemd unit runs it as (assets/systemd/slurm-clustermgr.service)

@@ -16,8 +16,8 @@ from slurm_plugin.planner import (
     node_pools,
     plan_launch,
     pool_of,
+    ready_to_bind,
     remaining_overrides,
-    settle_jobs,
 )
 
 
@@ -140,10 +140,25 @@ def test_jobs_get_all_their_nodes_or_none_and_the_rest_is_best_effort(
 
 
 def test_job_failing_in_one_pool_releases_its_nodes_in_other_pools() -> None:
-    settled = settle_jobs([["c1", "g1"]], {"c1": "i-1", "c2": "i-2"}, ["g1"])
+    settled = ready_to_bind([["c1", "g1"]], {"c1": "i-1", "c2": "i-2"}, ["g1"], undecided=())
     assert settled.assigned == {"c2": "i-2"}
     assert settled.extra == ("i-1",)
-    assert set(settled.failed) == {"c1", "g1"}
+    assert set(settled.failed) == {"c1"}
+
+
+def test_a_pool_is_bound_at_once_except_nodes_whose_job_waits_for_a_later_pool() -> None:
+    groups = [["c1", "g1"], ["c2", "c3"]]
+    first = ready_to_bind(groups, {"c1": "i-1", "c2": "i-2", "c3": "i-3", "c4": "i-4"}, [], undecided={"g1"})
+    assert first.assigned == {"c2": "i-2", "c3": "i-3", "c4": "i-4"} and first.extra == ()
+    later = ready_to_bind(groups, {"c1": "i-1", "g1": "i-5"}, [], undecided=())
+    assert later.assigned == {"c1": "i-1", "g1": "i-5"}
+
+
+def test_a_released_node_fails_every_other_job_it_belongs_to() -> None:
+    groups = [["a1", "b1"], ["a1", "a2"]]
+    settled = ready_to_bind(groups, {"a1": "i-1", "a2": "i-2", "a3": "i-3"}, ["b1"], undecided=())
+    assert settled.assigned == {"a3": "i-3"}
+    assert sorted(settled.extra) == ["i-1", "i-2"]
 
 
 @pytest.mark.parametrize(("count", "limit", "expected"), [(0, 10, []), (10, 10, [10]), (25, 10, [10, 10, 5])])

@@ -139,6 +139,28 @@ def test_node_powering_up_within_resume_timeout_is_left_booting() -> None:
     assert reconcile(nodes, [inst("127.1.0.4", age=599)], NOW, SETTINGS) == []
 
 
+def test_each_pool_gets_its_own_resume_timeout_from_the_manifest() -> None:
+    gpu = POOL.model_copy(update={"pool": "g5", "node_prefix": "gpu-g5-", "resume_timeout": 1200})
+    settings = Settings(cluster="alpha", pools=(POOL, gpu))
+    nodes = [node("gpu-g5-1", "ALLOCATED+CLOUD+POWERING_UP", "127.1.0.7")]
+    booting = [inst("127.1.0.7", age=900, iid="i-7", pool="gpu-g5")]
+    assert reconcile(nodes, booting, NOW, settings) == []  # past 600 s, well within the pool's 1200 s
+    late = [inst("127.1.0.7", age=1201, iid="i-7", pool="gpu-g5")]
+    assert kinds(reconcile(nodes, late, NOW, settings)) == [(Kind.TERMINATE, "i-7"), (Kind.POWER_DOWN, "gpu-g5-1")]
+
+
+def test_the_manager_takes_resume_timeouts_from_the_manifest_unless_overridden() -> None:
+    from slurm_plugin.manager.daemon import build_parser, settings_of
+    from slurm_plugin.manifest import Manifest
+
+    manifest = Manifest(
+        cluster="alpha", home_region="us-east-1", instance_cache_path="/x", state_dir="/x", log_file="/x", pools=[POOL]
+    )
+    assert settings_of(manifest, build_parser().parse_args(["--manifest", "m"])).resume_timeout is None
+    forced = settings_of(manifest, build_parser().parse_args(["--manifest", "m", "--resume-timeout", "60"]))
+    assert forced.resume_timeout == timedelta(seconds=60)
+
+
 def test_node_powering_up_whose_instance_died_is_powered_down_at_once() -> None:
     nodes = [node("cpu-c7i-4", "IDLE+CLOUD+POWERING_UP", "127.1.0.4")]
     actions = reconcile(nodes, [inst("127.1.0.4", "terminated", age=30)], NOW, SETTINGS)

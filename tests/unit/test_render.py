@@ -223,6 +223,7 @@ def test_manifest_lists_pools_with_locations_in_priority_order() -> None:
     assert spot.locations[0].launch_template_id == "lt-PLACEHOLDER-cpu-spot-us-east-1"
     assert manifest.tags == {"project": "x", "team": "hpc"}
     assert manifest.pool_of_node("cpu-spot-3") == spot
+    assert {p.resume_timeout for p in manifest.pools} == {300}  # the manager's ResumeTimeout, per pool
 
 
 def test_manifest_uses_real_infra_ids() -> None:

@@ -1,0 +1,76 @@
+"""Protected mode against the real slurmctld (issue 14, defect 10): a pool whose boots keep failing stops launching.
+
+One module-scoped local cloud of configs/protected.yaml (boot_failure_limit 2): the cheap `cpu-bad` pool is the
+scheduler's first choice; its instances fail to boot (the instance runner never starts slurmd), Slurm's ResumeTimeout
+runs slurm-resume-fail, and after the second failure the pool is protected: its nodes DOWN with the reason, the job
+runs on `cpu-good`, nothing more is launched for `bad` until `slurm-pool-protection --clear cpu-bad`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from tests.e2e.conftest import assert_no_orphans, missing_prereqs
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = Path(__file__).resolve().parent / "configs" / "protected.yaml"
+STATE_DIR = Path("/var/tmp/elastic-slurm-protected-e2e")
+
+
+@pytest.fixture(scope="module")
+def prot(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
+    """A local cloud of the protected-mode config, always torn down; logs kept only after a failure."""
+    reason = missing_prereqs()
+    if reason:
+        pytest.skip(f"protected-mode e2e: {reason}")
+    cloud = LocalCloud(STATE_DIR)
+    try:
+        cloud.up(CONFIG, boot_delay=1.0)
+        yield cloud
+    finally:
+        cloud.down()
+        if request.session.testsfailed == 0 and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
+            shutil.rmtree(STATE_DIR, ignore_errors=True)
+        else:
+            print(f"protected-mode e2e: logs kept in {STATE_DIR / 'log'}")
+
+
+def _bad_launches(cloud: LocalCloud) -> int:
+    return sum(1 for i in cloud.instances() if i.pool == "cpu-bad")
+
+
+def _bad_nodes(cloud: LocalCloud) -> dict[str, tuple[str, str]]:
+    out = cloud.slurm("sinfo", "-h", "-N", "-o", "%N|%t|%E", check=False)
+    rows = (line.split("|", 2) for line in out.splitlines() if line.startswith("cpu-bad-"))
+    return {name: (state, reason) for name, state, reason in rows}
+
+
+def test_a_pool_whose_boots_keep_failing_stops_launching_and_the_job_runs_elsewhere(prot: LocalCloud) -> None:
+    prot.fail_next_boots(2)
+    job = prot.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME")
+    (record,) = prot.wait_jobs_done([job], timeout=300)
+    assert record.state == "COMPLETED" and record.nodes.startswith("cpu-good-"), record
+    assert _bad_launches(prot) == 2
+    table = _bad_nodes(prot)
+    assert all(s.startswith("down") and r.startswith("(Code:ProtectedMode) pool cpu-bad") for s, r in table.values())
+    # the next job goes straight to the good pool: nothing is launched for the protected one
+    (again,) = prot.wait_jobs_done([prot.sbatch("-N1", wrap="true")], timeout=120)
+    assert again.state == "COMPLETED" and again.nodes.startswith("cpu-good-") and again.restarts == 0
+    assert _bad_launches(prot) == 2
+    assert_no_orphans(prot)
+
+
+def test_an_admin_clears_protected_mode_and_the_pool_launches_again(prot: LocalCloud) -> None:
+    done = prot.on_controller([str(prot.layout.bin / "slurm-pool-protection"), "--clear", "cpu-bad"], user="slurm")
+    assert done.returncode == 0 and "protected mode cleared" in done.stdout, done.stderr
+    prot.wait_until(lambda: all(s == "idle~" for s, _ in _bad_nodes(prot).values()), 60, "cpu-bad back to idle~")
+    (record,) = prot.wait_jobs_done([prot.sbatch("-w", "cpu-bad-3", wrap="true")], timeout=120)
+    assert record.state == "COMPLETED"
+    assert_no_orphans(prot)
