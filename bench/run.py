@@ -23,12 +23,12 @@ from typing import Any
 
 from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 from localcloud.faults import Faults
-from slurm_plugin import capacity
 from slurm_plugin.hostlists import compress, expand
-from slurm_plugin.launcher import resume_nodes
 from slurm_plugin.manifest import Manifest, PoolManifest, write_manifest
-from slurm_plugin.planner import assign, plan_launch
-from slurm_plugin.terminator import terminate_nodes
+from slurm_plugin.powersave import capacity
+from slurm_plugin.powersave.launcher import resume_nodes
+from slurm_plugin.powersave.planner import assign, plan_launch
+from slurm_plugin.powersave.terminator import terminate_nodes
 from tests.aws.plugin_env import FakeSlurm, build_network, ec2_for, make_manifest, rid
 
 RESULTS = Path(__file__).resolve().parent / "results" / "resume.json"
@@ -83,7 +83,7 @@ def bench_foreground(manifest: Manifest, workdir: Path, n: int, runs: int = 5) -
     jobs = [{"job_id": j, "nodes_alloc": f"cpu-c7i-[{j * 50 + 1}-{j * 50 + 50}]"} for j in range(n // 50)]
     resume_file.write_text(json.dumps({"all_nodes_resume": f"cpu-c7i-[1-{n}]", "jobs": jobs}), encoding="utf-8")
     script = Path(sys.executable).parent / "slurm-resume"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "slurm_plugin.resume"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "slurm_plugin.powersave.resume"]
     env = {**os.environ, "ELASTIC_SLURM_MANIFEST": str(path), "SLURM_RESUME_FILE": str(resume_file)}
     walls: list[float] = []
     cpus: list[float] = []

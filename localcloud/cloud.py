@@ -35,8 +35,8 @@ from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from slurm_plugin.instance_cache import CacheError
-from slurm_plugin.render import RenderError
-from slurm_plugin.render_base import shared_mount as shared_mount_of
+from slurm_plugin.render.base import shared_mount as shared_mount_of
+from slurm_plugin.render.cluster import RenderError
 
 LOG = logging.getLogger(__name__)
 DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}

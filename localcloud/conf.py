@@ -32,7 +32,7 @@ class Ports:
 
 def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
     """What the controller's `elastic-slurm render` and `render-slurmdbd` change for this machine
-    ($ES_RENDER_OVERRIDES, slurm_plugin/render_overrides.py); every key is listed in docs/local-cloud.md."""
+    ($ES_RENDER_OVERRIDES, slurm_plugin/render/overrides.py); every key is listed in docs/local-cloud.md."""
     bin_dir = layout.bin
     return {
         "options": {

@@ -11,7 +11,7 @@ slurmctld, the manager and the timers (through the root's systemctl stand-in, lo
 
 What differs (docs/local-cloud.md): the env file also carries the emulated endpoint and credentials (the instance
 profile on EC2), `ES_RENDER_OVERRIDES` (ports, paths under the state dir, no cgroup plugins, short Slurm timers:
-slurm_plugin/render_overrides.py) and where the systemctl stand-in keeps its PID files.
+slurm_plugin/render/overrides.py) and where the systemctl stand-in keeps its PID files.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     fed = LocalFederation(state_dir)
     fed.up(config_path)          # first cluster: a full LocalCloud; then the accounting state of the config
                                  # (clusters, federation + features, licenses, accounts, QOS) applied with
-                                 # slurm_plugin.accounting; then one LocalCloud per other cluster, reusing the first
+                                 # slurm_plugin.accounting.sacctmgr; then one LocalCloud per other cluster, reusing the first
     fed.cloud("fed-b").sbatch(...)
     fed.down()                   # the other clusters first, then the first one (which owns the shared daemons)
 
@@ -23,8 +23,8 @@ from cluster_config import ElasticSlurmConfig, load
 from localcloud import procs
 from localcloud.cloud import CloudInfo, LocalCloud, LocalCloudError
 from localcloud.layout import DEFAULT_STATE_DIR
-from slurm_plugin.accounting import SacctmgrCli, SacctmgrError, apply
-from slurm_plugin.accounting_diff import desired_state
+from slurm_plugin.accounting.diff import desired_state
+from slurm_plugin.accounting.sacctmgr import SacctmgrCli, SacctmgrError, apply
 
 LOG = logging.getLogger(__name__)
 FEDERATION_JSON = "federation.json"

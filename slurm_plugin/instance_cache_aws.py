@@ -19,8 +19,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, pool_azs, region_of_az
-from slurm_plugin.ec2 import RETRY_CONFIG  # EC2 retries are configured in one place
 from slurm_plugin.instance_cache import CacheError, GpuInfo, InstanceCache, InstanceTypeInfo, Prices
+from slurm_plugin.powersave.ec2 import RETRY_CONFIG  # EC2 retries are configured in one place
 
 LOG = logging.getLogger(__name__)
 SPOT_PRODUCT = "Linux/UNIX (Amazon VPC)"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from slurm_plugin.background import MANIFEST_SCHEMA_VERSION  # the foreground checks it without pydantic
+from slurm_plugin.powersave.background import MANIFEST_SCHEMA_VERSION  # the foreground checks it without pydantic
 
 # Tag keys put on every instance the plugin launches.
 TAG_CLUSTER = "elastic-slurm:cluster"

@@ -6,7 +6,7 @@ Pure functions only; nothing here touches CDK, so the runtime side can import it
 from __future__ import annotations
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
-from slurm_plugin.render_base import SRUN_PORT_RANGE
+from slurm_plugin.render.base import SRUN_PORT_RANGE
 
 __all__ = ["SRUN_PORT_RANGE", "TAG_CLUSTER", "TAG_POOL", "TAG_ROLE", "TAG_SUBMIT_HOST"]
 

@@ -67,7 +67,7 @@ _CONTROLLER_HOSTS = [
     '  echo "elastic-slurm boot: no instance named $2 in $1" >&2; return 1',
     "}",
     f"facts=$({VENV_PYTHON} -c '",
-    "import sys; from cluster_config import load; from slurm_plugin.render_base import shared_mount",
+    "import sys; from cluster_config import load; from slurm_plugin.render.base import shared_mount",
     "c = load(sys.argv[1]); k = c.cluster(sys.argv[2]); h = c.cluster(c.accounting.host_cluster or c.clusters[0].name)",
     f'print(k.controller.count, c.accounting.mode, h.name, h.region, shared_mount(k) or "")\' {ETC}/cluster.yaml'
     ' "$ES_CLUSTER")',

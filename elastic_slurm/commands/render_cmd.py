@@ -4,10 +4,10 @@ Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slur
 `manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
 file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
 With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that
-`Include`s the fragment, `cgroup.conf` (slurm_plugin/render_base.py), `conf-server` (one line: the
+`Include`s the fragment, `cgroup.conf` (slurm_plugin/render/base.py), `conf-server` (one line: the
 `slurmd --conf-server` argument compute nodes need in configless mode) and `accounting.json` (the accounting objects
 the config asks slurmdbd to hold, for `slurm-accounting-apply`). Where the machine differs from EC2 (the local cloud),
-$ES_RENDER_OVERRIDES names its paths, ports and timers (slurm_plugin/render_overrides.py).
+$ES_RENDER_OVERRIDES names its paths, ports and timers (slurm_plugin/render/overrides.py).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pydantic import ValidationError
 
 from cluster_config import ElasticSlurmConfig, load
 from elastic_slurm.errors import UserError
-from slurm_plugin import render_overrides
-from slurm_plugin.accounting_diff import desired_state
+from slurm_plugin.accounting.diff import desired_state
 from slurm_plugin.instance_cache import CacheError, load_cache
 from slurm_plugin.manifest import DeployedInfra, write_manifest
-from slurm_plugin.render import Rendered, RenderError, RenderOptions, render_cluster
-from slurm_plugin.render_base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
-from slurm_plugin.render_manifest import placeholder_infra
+from slurm_plugin.render import overrides as render_overrides
+from slurm_plugin.render.base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
+from slurm_plugin.render.cluster import Rendered, RenderError, RenderOptions, render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
 
 SLURM_CONF_NAME = "slurm-elastic.conf"
 GRES_CONF_NAME = "gres.conf"

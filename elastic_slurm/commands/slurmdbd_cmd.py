@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from elastic_slurm.errors import UserError
-from slurm_plugin import render_overrides
-from slurm_plugin.render_dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
-from slurm_plugin.render_manifest import RenderError
+from slurm_plugin.render import overrides as render_overrides
+from slurm_plugin.render.dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
+from slurm_plugin.render.manifest import RenderError
 
 
 def register(sub: Any) -> None:

@@ -27,13 +27,13 @@ def run_status(args: argparse.Namespace) -> int:
     """Print counters, then the table; exit 1 when Slurm or EC2 could not be asked."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from slurm_plugin.ec2 import Ec2
     from slurm_plugin.manager import metrics
     from slurm_plugin.manager.daemon import Manager
     from slurm_plugin.manager.model import Settings
     from slurm_plugin.manager.report import counters_text, nodes_table
     from slurm_plugin.manager.slurm_port import ScontrolManager
-    from slurm_plugin.slurm import SlurmError
+    from slurm_plugin.powersave.ec2 import Ec2
+    from slurm_plugin.powersave.slurm import SlurmError
 
     logging.getLogger("botocore").setLevel(logging.WARNING)  # no "Found credentials" chatter in the table
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from slurm_plugin.accounting import SacctmgrCli, SacctmgrError
-from slurm_plugin.accounting_diff import SlurmVersion
+from slurm_plugin.accounting.diff import SlurmVersion
+from slurm_plugin.accounting.sacctmgr import SacctmgrCli, SacctmgrError
 from slurm_plugin.licenses import flexlm, rlm
 from slurm_plugin.licenses.sync import CurrentLicense, SyncState, Update
 from slurm_plugin.licenses.usage import FeatureUsage, LicenseServerError

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from cluster_config import ConfigInvalid, load
 from slurm_plugin import logs
-from slurm_plugin.accounting import SacctmgrError
+from slurm_plugin.accounting.sacctmgr import SacctmgrError
 from slurm_plugin.licenses.adapters import LicenseServerTools, SlurmCommands, load_state, save_state
 from slurm_plugin.licenses.sync import SyncConfig, run_sync, sync_config_from
 

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster_config.model import ElasticSlurmConfig
-from slurm_plugin.accounting_diff import SlurmVersion, license_server
+from slurm_plugin.accounting.diff import SlurmVersion, license_server
 from slurm_plugin.licenses.usage import FeatureUsage, LicenseServerError
 
 LOG = logging.getLogger(__name__)

@@ -17,13 +17,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manager.model import Action, Kind
 from slurm_plugin.manager.slurm_port import ManagerSlurm
-from slurm_plugin.slurm import SlurmError
+from slurm_plugin.powersave.slurm import SlurmError
 
 LOG = logging.getLogger(__name__)
 
 
 class Terminator(Protocol):
-    """The part of the EC2 adapter apply uses (slurm_plugin.ec2.Ec2 satisfies it)."""
+    """The part of the EC2 adapter apply uses (slurm_plugin.powersave.ec2.Ec2 satisfies it)."""
 
     def terminate(self, region: str, ids: Sequence[str]) -> None:
         """Terminate instances of one region, batched; raises ClientError/BotoCoreError on failure."""

@@ -33,14 +33,14 @@ from slurm_plugin.manager.observe import ObserveError, active_controller, descri
 from slurm_plugin.manager.reconcile import reconcile
 from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
-from slurm_plugin.slurm import SlurmError
+from slurm_plugin.powersave.slurm import SlurmError
 
 NAME = "slurm-clustermgr"
 LOG = logging.getLogger(NAME)
 
 
 class Ec2Port(Terminator, Protocol):
-    """What a cycle needs from EC2 (slurm_plugin.ec2.Ec2 satisfies it): regional clients and batched terminate."""
+    """What a cycle needs from EC2 (slurm_plugin.powersave.ec2.Ec2 satisfies it): regional clients and batched terminate."""
 
     def client(self, region: str) -> Any:
         """The EC2 client of a region (with the adapter's retry config)."""
@@ -164,10 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build(manifest: Manifest, args: argparse.Namespace) -> Manager:
-    """The real manager: scontrol + the EC2 adapter (retry config from slurm_plugin.ec2) + SQS when configured."""
+    """The real manager: scontrol + the EC2 adapter (retry config from slurm_plugin.powersave.ec2) + SQS when configured."""
     import boto3
 
-    from slurm_plugin.ec2 import RETRY_CONFIG, Ec2
+    from slurm_plugin.powersave.ec2 import RETRY_CONFIG, Ec2
 
     sqs = None
     if args.events_queue_url:

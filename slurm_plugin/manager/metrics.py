@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from slurm_plugin.capacity import CAPACITY_FILE
-from slurm_plugin.state import locked, read_json, write_json
+from slurm_plugin.powersave.capacity import CAPACITY_FILE
+from slurm_plugin.powersave.state import locked, read_json, write_json
 
 METRICS_FILE = "manager-metrics.json"
 COUNTERS = (

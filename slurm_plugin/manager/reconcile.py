@@ -44,7 +44,7 @@ from slurm_plugin.manager.model import (
     Settings,
 )
 from slurm_plugin.manifest import PoolManifest
-from slurm_plugin.planner import node_pools, pool_of
+from slurm_plugin.powersave.planner import node_pools, pool_of
 
 ORPHAN_STATES = frozenset({"pending", "running", "stopping", "stopped"})
 # Slurm reasons are shared by every node of a kind (one scontrol call per reason); details go to the log.

@@ -8,7 +8,7 @@ from slurm_plugin.manager.metrics import Metrics
 from slurm_plugin.manager.model import Instance, Node
 from slurm_plugin.manager.reconcile import claimed_ips
 from slurm_plugin.manifest import PoolManifest
-from slurm_plugin.planner import node_pools, pool_of
+from slurm_plugin.powersave.planner import node_pools, pool_of
 
 
 def counters_text(metrics: Metrics) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from slurm_plugin.manager.model import Node
 from slurm_plugin.manager.observe import parse_json, parse_oneliner
-from slurm_plugin.slurm import Scontrol, SlurmError
+from slurm_plugin.powersave.slurm import Scontrol, SlurmError
 
 
 class ManagerSlurm(Protocol):

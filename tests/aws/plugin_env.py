@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from localcloud.emulated_aws import EmulatedAws
-from slurm_plugin.ec2 import Ec2
 from slurm_plugin.manifest import TAG_CLUSTER, Location, Manifest, PoolManifest
-from slurm_plugin.slurm import SlurmNode
+from slurm_plugin.powersave.ec2 import Ec2
+from slurm_plugin.powersave.slurm import SlurmNode
 
 HOME = "us-east-1"
 REMOTE = "us-west-2"

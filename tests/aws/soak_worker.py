@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from slurm_plugin.slurm import SlurmNode
+from slurm_plugin.powersave.slurm import SlurmNode
 
 
 class FileSlurm:
@@ -75,10 +75,10 @@ class FileSlurm:
 
 def main(argv: list[str]) -> int:
     from slurm_plugin import logs
-    from slurm_plugin.ec2 import Ec2
-    from slurm_plugin.launcher import resume_nodes
     from slurm_plugin.manifest import load_manifest
-    from slurm_plugin.terminator import terminate_nodes
+    from slurm_plugin.powersave.ec2 import Ec2
+    from slurm_plugin.powersave.launcher import resume_nodes
+    from slurm_plugin.powersave.terminator import terminate_nodes
 
     kind, manifest_path, slurm_path, request_id, *nodes = argv
     manifest = load_manifest(manifest_path)

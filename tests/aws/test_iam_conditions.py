@@ -18,8 +18,8 @@ from lambdas.deconfigure.handler import deconfigure
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.iam import ACCOUNT, role_documents, without_statement
 from localcloud.iam_requests import AuthzRequest, Inventory, Template, table
-from slurm_plugin.launcher import resume_nodes
-from slurm_plugin.terminator import terminate_nodes
+from slurm_plugin.powersave.launcher import resume_nodes
+from slurm_plugin.powersave.terminator import terminate_nodes
 from stacks.iam_policies import ArnScope, RegionTarget
 from tests.aws.iam_eval import evaluate
 from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, ec2_for, make_manifest, rid

@@ -10,9 +10,9 @@ from botocore.exceptions import ClientError
 
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.iam import Credentials, create_principals, role_documents, without_statement
-from slurm_plugin.ec2 import Ec2
-from slurm_plugin.launcher import resume_nodes
 from slurm_plugin.manifest import Manifest
+from slurm_plugin.powersave.ec2 import Ec2
+from slurm_plugin.powersave.launcher import resume_nodes
 from stacks.iam_policies import RegionTarget
 from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, build_network, live_instances, make_manifest, rid
 

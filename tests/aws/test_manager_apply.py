@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from localcloud.emulated_aws import EmulatedAws
-from slurm_plugin.ec2 import Ec2
 from slurm_plugin.manager import metrics
 from slurm_plugin.manager.daemon import Manager, main
 from slurm_plugin.manager.model import Node, Settings
 from slurm_plugin.manager.observe import parse_state
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Location, Manifest, PoolManifest
+from slurm_plugin.powersave.ec2 import Ec2
 
 LATER = datetime.now(UTC) + timedelta(hours=2)  # every instance launched by the test is past the orphan grace
 

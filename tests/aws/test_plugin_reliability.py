@@ -16,11 +16,11 @@ import pytest
 
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import CapacityFault, Faults
-from slurm_plugin import state
-from slurm_plugin.launcher import resume_nodes
 from slurm_plugin.manifest import Manifest
-from slurm_plugin.slurm import Scontrol, SlurmError, parse_show_nodes
-from slurm_plugin.terminator import terminate_nodes
+from slurm_plugin.powersave import state
+from slurm_plugin.powersave.launcher import resume_nodes
+from slurm_plugin.powersave.slurm import Scontrol, SlurmError, parse_show_nodes
+from slurm_plugin.powersave.terminator import terminate_nodes
 from tests.aws.plugin_env import FakeSlurm, ec2_for, live_instances, rid
 
 
@@ -206,7 +206,7 @@ def test_a_pool_with_capacity_left_elsewhere_is_not_set_down(aws: EmulatedAws, m
 
 def _resume_failed(aws: EmulatedAws, manifest: Manifest, slurm: FakeSlurm, nodes: list[str]) -> list[str]:
     """What the resume-fail worker does: terminate and power down, then count the failed boots."""
-    from slurm_plugin.unusable_pools import count_failed_boots
+    from slurm_plugin.powersave.unusable_pools import count_failed_boots
 
     terminate_nodes(manifest, nodes, ec2_for(aws), slurm, "resume-fail", "(Code:ResumeFailed) test")
     return count_failed_boots(manifest, slurm, nodes, "resume-fail", 0.0)
@@ -215,7 +215,7 @@ def _resume_failed(aws: EmulatedAws, manifest: Manifest, slurm: FakeSlurm, nodes
 def test_a_pool_whose_boots_keep_failing_stops_launching_until_cleared_or_changed(
     aws: EmulatedAws, manifest: Manifest
 ) -> None:
-    from slurm_plugin import protection
+    from slurm_plugin.powersave import protection
 
     limited = manifest.model_copy(update={"boot_failure_limit": 3})
     slurm = FakeSlurm(known=("gpu-g5-5",))
@@ -247,7 +247,7 @@ def test_a_pool_whose_boots_keep_failing_stops_launching_until_cleared_or_change
 
 
 def test_a_boot_that_works_resets_the_count_of_failed_boots(aws: EmulatedAws, manifest: Manifest) -> None:
-    from slurm_plugin import protection
+    from slurm_plugin.powersave import protection
 
     limited = manifest.model_copy(update={"boot_failure_limit": 3})
     _resume_failed(aws, limited, FakeSlurm(), ["gpu-g5-1", "gpu-g5-2"])

@@ -6,9 +6,9 @@ import threading
 
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import CapacityFault, Faults
-from slurm_plugin import capacity
-from slurm_plugin.launcher import resume_nodes
 from slurm_plugin.manifest import Manifest
+from slurm_plugin.powersave import capacity
+from slurm_plugin.powersave.launcher import resume_nodes
 from tests.aws.plugin_env import FakeSlurm, ec2_for, live_instances, rid
 
 

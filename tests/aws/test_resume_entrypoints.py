@@ -1,6 +1,6 @@
 """The console entry points as slurmctld runs them: bad input is refused in one line; good input reaches EC2.
 
-These run `python -m slurm_plugin.resume|suspend` as subprocesses. Slurm is a recording stand-in `scontrol`
+These run `python -m slurm_plugin.powersave.resume|suspend` as subprocesses. Slurm is a recording stand-in `scontrol`
 script here (real scontrol runs in the local cloud e2e tests).
 """
 
@@ -20,9 +20,12 @@ from slurm_plugin.manifest import Manifest, write_manifest
 from tests.aws.plugin_env import live_instances
 
 ENTRY_POINTS = {
-    "slurm-resume": ["-m", "slurm_plugin.resume"],
-    "slurm-suspend": ["-m", "slurm_plugin.suspend"],
-    "slurm-resume-fail": ["-c", "import sys; from slurm_plugin.suspend import resume_fail_main as m; sys.exit(m())"],
+    "slurm-resume": ["-m", "slurm_plugin.powersave.resume"],
+    "slurm-suspend": ["-m", "slurm_plugin.powersave.suspend"],
+    "slurm-resume-fail": [
+        "-c",
+        "import sys; from slurm_plugin.powersave.suspend import resume_fail_main as m; sys.exit(m())",
+    ],
 }
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from localcloud.emulated_aws import EmulatedAws
-from slurm_plugin import state
-from slurm_plugin.launcher import resume_nodes
 from slurm_plugin.manifest import Manifest
-from slurm_plugin.terminator import terminate_nodes
+from slurm_plugin.powersave import state
+from slurm_plugin.powersave.launcher import resume_nodes
+from slurm_plugin.powersave.terminator import terminate_nodes
 from tests.aws.plugin_env import FakeSlurm, ec2_for, live_instances, rid
 
 

@@ -18,7 +18,7 @@ from aws_cdk.assertions import Match, Template
 
 from cluster_config import load
 from elastic_slurm.commands.synth_cmd import CDK_CLI, synth_env
-from slurm_plugin.render_base import SRUN_PORT_RANGE, BaseSettings, render_base_conf
+from slurm_plugin.render.base import SRUN_PORT_RANGE, BaseSettings, render_base_conf
 from tests.cdk.conftest import REPO_ROOT, Assembly, offline_env
 
 pytestmark = pytest.mark.cdk

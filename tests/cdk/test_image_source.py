@@ -17,7 +17,7 @@ import yaml
 from aws_cdk.assertions import Match, Template
 from setuptools import find_packages
 
-from slurm_plugin.render import RenderOptions
+from slurm_plugin.render.cluster import RenderOptions
 from stacks.user_data import boot_commands
 from tests.cdk.conftest import REPO_ROOT, Assembly
 

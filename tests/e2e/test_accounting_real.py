@@ -25,8 +25,8 @@ from cluster_config import ElasticSlurmConfig, parse
 from localcloud import conf, daemons, enter, machines, procs, slurm_root
 from localcloud.emulated_aws import free_port
 from localcloud.layout import Layout
-from slurm_plugin.accounting import SacctmgrCli, apply, plan, read_state
-from slurm_plugin.accounting_diff import desired_state
+from slurm_plugin.accounting.diff import desired_state
+from slurm_plugin.accounting.sacctmgr import SacctmgrCli, apply, plan, read_state
 from tests.e2e.conftest import missing_prereqs
 from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, run_license_sync
 
@@ -327,7 +327,7 @@ def test_apply_cli_reports_up_to_date_and_rejects_a_bad_desired_file(dbd: Dbd, a
     desired = dbd.layout.etc / "accounting.json"
     desired.write_text(desired_state(applied).model_dump_json())
     env = {**dbd.env, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "slurm_plugin.accounting", "--desired"]
+    argv = [sys.executable, "-m", "slurm_plugin.accounting.sacctmgr", "--desired"]
     ok = subprocess.run([*argv, str(desired)], env=env, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert "accounting is up to date" in ok.stderr

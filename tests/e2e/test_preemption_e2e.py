@@ -2,7 +2,7 @@
 
 One module-scoped local cloud of configs/preemption.yaml (its own state dir): `batch` (PriorityTier 1) has one pool of
 one 2-CPU node; `interactive` (PriorityTier 10) has no pool and `share_nodes_of: [batch]`; preemption
-`partition_priority` / `requeue`, rendered by slurm_plugin/render.py as PreemptType=preempt/partition_prio and
+`partition_priority` / `requeue`, rendered by slurm_plugin/render/cluster.py as PreemptType=preempt/partition_prio and
 PreemptMode=REQUEUE. The test asserts what slurmctld and slurmdbd say (scontrol, sacct -D) and that no instance is
 left without a node.
 """

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from cluster_config import ElasticSlurmConfig, parse
-from slurm_plugin.accounting import SacctmgrError, parse_version
-from slurm_plugin.accounting_diff import (
+from slurm_plugin.accounting.diff import (
     MANAGED_MARK,
     Account,
     AccountingState,
@@ -17,6 +16,7 @@ from slurm_plugin.accounting_diff import (
     desired_state,
     diff,
 )
+from slurm_plugin.accounting.sacctmgr import SacctmgrError, parse_version
 
 V22 = SlurmVersion(22, 5)
 V23 = SlurmVersion(23, 2)

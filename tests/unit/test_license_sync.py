@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster_config import parse
-from slurm_plugin.accounting_diff import SlurmVersion
+from slurm_plugin.accounting.diff import SlurmVersion
 from slurm_plugin.licenses.adapters import load_state, parse_scontrol_licenses, save_state
 from slurm_plugin.licenses.sync import (
     CurrentLicense,

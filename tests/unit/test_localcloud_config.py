@@ -15,11 +15,11 @@ from elastic_slurm.cli import main
 from localcloud.aws_setup import plan_networks
 from localcloud.conf import Ports, render_overrides
 from localcloud.layout import Layout
-from slurm_plugin.render_base import BaseSettings, render_base_conf, render_cgroup_conf
-from slurm_plugin.render_dbd import DbdPaths, render_slurmdbd_conf
-from slurm_plugin.render_manifest import RenderError
-from slurm_plugin.render_overrides import apply
-from slurm_plugin.render_overrides import load as load_overrides
+from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
+from slurm_plugin.render.dbd import DbdPaths, render_slurmdbd_conf
+from slurm_plugin.render.manifest import RenderError
+from slurm_plugin.render.overrides import apply
+from slurm_plugin.render.overrides import load as load_overrides
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "cluster_config" / "examples"
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")

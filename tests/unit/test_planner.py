@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_plugin.manifest import Location, PoolManifest
-from slurm_plugin.planner import (
+from slurm_plugin.powersave.planner import (
     Attempt,
     Override,
     PoolLaunch,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slurm_plugin.manifest import Location, PoolManifest
-from slurm_plugin.planner import Attempt, Override, plan_launch, single_az_attempts
+from slurm_plugin.powersave.planner import Attempt, Override, plan_launch, single_az_attempts
 
 
 def _pool(name: str, azs: list[str], option: str = "on_demand", placement_group: str | None = None) -> PoolManifest:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_plugin import capacity, state
-from slurm_plugin.background import unknown_nodes
-from slurm_plugin.resume import job_groups
-from slurm_plugin.slurm import Scontrol, parse_show_nodes
+from slurm_plugin.powersave import capacity, state
+from slurm_plugin.powersave.background import unknown_nodes
+from slurm_plugin.powersave.resume import job_groups
+from slurm_plugin.powersave.slurm import Scontrol, parse_show_nodes
 
 
 def test_resume_file_jobs_become_node_groups_preferring_nodes_resume() -> None:

@@ -19,7 +19,7 @@ from slurm_plugin.manager.model import Instance, Node
 from slurm_plugin.manager.observe import parse_state
 from slurm_plugin.manager.report import counters_text, nodes_table
 from slurm_plugin.manifest import Location, Manifest, PoolManifest, write_manifest
-from slurm_plugin.slurm import SlurmError
+from slurm_plugin.powersave.slurm import SlurmError
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 POOL = PoolManifest(

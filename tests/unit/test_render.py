@@ -10,8 +10,8 @@ import pytest
 from cluster_config import ElasticSlurmConfig, load, parse
 from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.manifest import DeployedInfra
-from slurm_plugin.render import RenderError, RenderOptions, render_cluster
-from slurm_plugin.render_manifest import placeholder_infra
+from slurm_plugin.render.cluster import RenderError, RenderOptions, render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
 from tests.unit.cache_fixture import fixture_cache
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "cluster_config" / "examples").glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""The production base slurm.conf (slurm_plugin/render_base.py), the `render --controller-hosts` CLI and the boot-time
+"""The production base slurm.conf (slurm_plugin/render/base.py), the `render --controller-hosts` CLI and the boot-time
 host lookup of the controller's user data (run with a fake `aws`)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from cluster_config import ConfigInvalid, ElasticSlurmConfig
 from elastic_slurm.cli import main
 from slurm_plugin.instance_cache import write_cache
-from slurm_plugin.render import RenderOptions, render_cluster
-from slurm_plugin.render_base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
-from slurm_plugin.render_manifest import RenderError, placeholder_infra
+from slurm_plugin.render.base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
+from slurm_plugin.render.cluster import RenderOptions, render_cluster
+from slurm_plugin.render.manifest import RenderError, placeholder_infra
 from stacks import user_data
 from tests.unit.cache_fixture import fixture_cache
 from tests.unit.test_render import small_config

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from cluster_config import load
-from slurm_plugin.render import RenderOptions, render_cluster
-from slurm_plugin.render_base import BaseSettings, render_base_conf, render_cgroup_conf
-from slurm_plugin.render_manifest import placeholder_infra
+from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
+from slurm_plugin.render.cluster import RenderOptions, render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
 from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
 from tests.unit.cache_fixture import fixture_cache
 from tests.unit.test_render_slurm_parse import READY, SLURMCTLD, _free_port

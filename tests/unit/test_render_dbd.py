@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from elastic_slurm.cli import main
-from slurm_plugin.render_dbd import DbdConfigError, render_slurmdbd_conf
+from slurm_plugin.render.dbd import DbdConfigError, render_slurmdbd_conf
 from stacks.user_data import boot_commands
 
 SECRET = {"engine": "mariadb", "host": "db.cluster-x.us-east-1.rds.amazonaws.com", "port": 3306,

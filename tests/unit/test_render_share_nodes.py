@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_config import parse
-from slurm_plugin.render import Rendered, render_cluster
-from slurm_plugin.render_manifest import placeholder_infra
+from slurm_plugin.render.cluster import Rendered, render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
 from tests.unit.cache_fixture import fixture_cache
 
 BATCH: dict[str, Any] = {

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from cluster_config import load
-from slurm_plugin.render import RenderOptions, render_cluster
-from slurm_plugin.render_manifest import placeholder_infra
+from slurm_plugin.render.cluster import RenderOptions, render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
 from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
 from tests.unit.cache_fixture import fixture_cache
 

@@ -1,7 +1,7 @@
 """The sacctmgr adapter: read what slurmdbd holds, apply only the diff to the desired state (`slurm-accounting-apply`).
 
 Reads use `sacctmgr -P -n show <entity> format=...` (pipe-separated, no header); writes use `sacctmgr -i` (no
-prompt). The decision of what to change is `slurm_plugin.accounting_diff.diff` (pure); this module only runs it.
+prompt). The decision of what to change is `slurm_plugin.accounting.diff.diff` (pure); this module only runs it.
 The desired state is a JSON file (`AccountingState`) written at render time from the cluster config.
 """
 
@@ -20,7 +20,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from slurm_plugin import logs
-from slurm_plugin.accounting_diff import Account, AccountingState, Change, Qos, Resource, SlurmVersion, diff
+from slurm_plugin.accounting.diff import Account, AccountingState, Change, Qos, Resource, SlurmVersion, diff
 
 LOG = logging.getLogger(__name__)
 _VERSION = re.compile(r"slurm(?:-wlm)?\s+(\d+)\.(\d+)", re.IGNORECASE)

@@ -1,6 +1,6 @@
 """The resume worker's core: claim nodes, plan, launch with capacity failover, hand instances to nodes, tell Slurm.
 
-Decisions come from slurm_plugin.planner (pure); EC2 and Slurm are reached only through their adapters, so tests run
+Decisions come from slurm_plugin.powersave.planner (pure); EC2 and Slurm are reached only through their adapters, so tests run
 this against the emulated AWS with a fake Slurm adapter. One log line per decision, each with the request id.
 """
 
@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from slurm_plugin import capacity, protection, state
-from slurm_plugin.ec2 import Ec2, Instance, LaunchRequest
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
-from slurm_plugin.planner import (
+from slurm_plugin.powersave import capacity, protection, state
+from slurm_plugin.powersave.ec2 import Ec2, Instance, LaunchRequest
+from slurm_plugin.powersave.planner import (
     CAPACITY_ERROR_CODES,
     CREATE_FLEET_MAX_TARGET,
     PoolLaunch,
@@ -27,8 +27,8 @@ from slurm_plugin.planner import (
     ready_to_bind,
     remaining_overrides,
 )
-from slurm_plugin.slurm import Slurm, SlurmError
-from slurm_plugin.unusable_pools import COOLDOWN_CODE, report_failures
+from slurm_plugin.powersave.slurm import Slurm, SlurmError
+from slurm_plugin.powersave.unusable_pools import COOLDOWN_CODE, report_failures
 
 log = logging.getLogger("slurm-resume")
 

@@ -13,12 +13,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from slurm_plugin import state
-from slurm_plugin.ec2 import Ec2
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_POOL, Manifest
-from slurm_plugin.planner import node_pools, pool_of
-from slurm_plugin.slurm import Slurm, SlurmError
+from slurm_plugin.powersave import state
+from slurm_plugin.powersave.ec2 import Ec2
+from slurm_plugin.powersave.planner import node_pools, pool_of
+from slurm_plugin.powersave.slurm import Slurm, SlurmError
 
 log = logging.getLogger("slurm-suspend")
 

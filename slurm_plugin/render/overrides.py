@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from slurm_plugin.render_manifest import RenderError
+from slurm_plugin.render.manifest import RenderError
 
 ENV_VAR = "ES_RENDER_OVERRIDES"
 SECTIONS = ("options", "base", "dbd")

@@ -13,12 +13,12 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from slurm_plugin.background import (
+from slurm_plugin.hostlists import expand
+from slurm_plugin.powersave.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
     hand_off,
 )
-from slurm_plugin.hostlists import expand
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,16 +57,16 @@ def _parser() -> argparse.ArgumentParser:
 def foreground(hostlist: str) -> int:
     """Validate, copy the resume file, start the worker; exit code."""
     resume_file = os.environ.get("SLURM_RESUME_FILE")
-    return hand_off(NAME, "slurm_plugin.resume", hostlist, resume_file, {}, power_down_on_bad_manifest=True)
+    return hand_off(NAME, "slurm_plugin.powersave.resume", hostlist, resume_file, {}, power_down_on_bad_manifest=True)
 
 
 def worker(directory: Path) -> int:
     """The background half: everything slow."""
     from slurm_plugin import logs
-    from slurm_plugin.ec2 import Ec2
-    from slurm_plugin.launcher import resume_nodes
     from slurm_plugin.manifest import ManifestError, load_manifest
-    from slurm_plugin.slurm import Scontrol
+    from slurm_plugin.powersave.ec2 import Ec2
+    from slurm_plugin.powersave.launcher import resume_nodes
+    from slurm_plugin.powersave.slurm import Scontrol
 
     request = json.loads((directory / "request.json").read_text(encoding="utf-8"))
     try:

@@ -6,7 +6,7 @@ is now in cool-down, the pool is unusable until the first cool-down ends, so its
 reason and `ResumeAfter` = the rest of the cool-down, and so are the pool's other idle~ nodes. The scheduler then
 skips the whole pool: a requeued job that fits another pool or partition starts there at once, instead of bouncing
 through every node of the empty pool. Slurm itself returns the nodes to idle~ when ResumeAfter expires (the cluster
-manager does the same from the reason time: either is enough). A pool in protected mode (slurm_plugin/protection.py)
+manager does the same from the reason time: either is enough). A pool in protected mode (slurm_plugin/powersave/protection.py)
 is treated the same way, without ResumeAfter: its nodes stay DOWN until an admin clears it.
 
 DOWN comes only after slurmctld has started the power-down (the node shows POWERING_DOWN or POWERED_DOWN): with
@@ -21,11 +21,11 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from slurm_plugin import capacity, protection
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import Manifest, PoolManifest
-from slurm_plugin.planner import CAPACITY_ERROR_CODES, node_pools, pool_of, power_down_reason
-from slurm_plugin.slurm import Slurm, SlurmError, SlurmNode
+from slurm_plugin.powersave import capacity, protection
+from slurm_plugin.powersave.planner import CAPACITY_ERROR_CODES, node_pools, pool_of, power_down_reason
+from slurm_plugin.powersave.slurm import Slurm, SlurmError, SlurmNode
 
 log = logging.getLogger("slurm-resume")
 COOLDOWN_CODE = "CapacityCooldown"

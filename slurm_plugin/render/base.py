@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from cluster_config import Cluster, ElasticSlurmConfig
-from slurm_plugin.render import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
-from slurm_plugin.render_manifest import RenderError
+from slurm_plugin.render.cluster import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
+from slurm_plugin.render.manifest import RenderError
 
 __all__ = ["BaseSettings", "conf_server", "parse_controller_host", "render_base_conf", "render_cgroup_conf"]
 

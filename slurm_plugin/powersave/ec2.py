@@ -1,6 +1,6 @@
 """The only EC2 adapter of the plugin: launch (CreateFleet instant / RunInstances), find and terminate instances.
 
-Retries follow one policy, by error class (slurm_plugin/retry_policy.py): capacity errors are never retried (the
+Retries follow one policy, by error class (slurm_plugin/powersave/retry_policy.py): capacity errors are never retried (the
 launcher fails over at once), throttling and transport errors are, with the same ClientToken. Every launch carries a
 ClientToken (EC2 idempotency) and the launch-request tag: the instances of the launch answer are used first; when a
 launch was retried or its answer was lost, the instances it really created are found by that tag. Lookups by id are
@@ -19,9 +19,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from slurm_plugin import retry_policy
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_LAUNCH_REQUEST, TAG_POOL
-from slurm_plugin.planner import TERMINATE_MAX_IDS, Market, Override, batches
+from slurm_plugin.powersave import retry_policy
+from slurm_plugin.powersave.planner import TERMINATE_MAX_IDS, Market, Override, batches
 
 RETRY_CONFIG = retry_policy.CONFIG
 DESCRIBE_MAX_IDS = 200  # values per `instance-id` filter of one DescribeInstances (EC2: up to 200 filter values)

@@ -17,8 +17,8 @@ from cluster_config import Cluster, ElasticSlurmConfig
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
-from slurm_plugin.render_manifest import RenderError, build_manifest
-from slurm_plugin.render_nodes import PoolNodes, gres_lines, node_lines, render_pool
+from slurm_plugin.render.manifest import RenderError, build_manifest
+from slurm_plugin.render.nodes import PoolNodes, gres_lines, node_lines, render_pool
 
 __all__ = ["RenderError", "RenderOptions", "Rendered", "render_cluster"]
 

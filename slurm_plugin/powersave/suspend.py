@@ -14,12 +14,12 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from slurm_plugin.background import (
+from slurm_plugin.hostlists import expand
+from slurm_plugin.powersave.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
     hand_off,
 )
-from slurm_plugin.hostlists import expand
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,18 +39,18 @@ def _parser(name: str, what: str) -> argparse.ArgumentParser:
 
 def foreground(name: str, hostlist: str) -> int:
     """Validate and hand the nodes to a worker; exit code."""
-    return hand_off(name, "slurm_plugin.suspend", hostlist, None, {"kind": name})
+    return hand_off(name, "slurm_plugin.powersave.suspend", hostlist, None, {"kind": name})
 
 
 def worker(directory: Path) -> int:
     """The background half: find, terminate, reset."""
     from slurm_plugin import logs
-    from slurm_plugin.ec2 import Ec2
     from slurm_plugin.manifest import ManifestError, load_manifest
-    from slurm_plugin.planner import power_down_reason
-    from slurm_plugin.slurm import Scontrol
-    from slurm_plugin.terminator import terminate_nodes
-    from slurm_plugin.unusable_pools import count_failed_boots
+    from slurm_plugin.powersave.ec2 import Ec2
+    from slurm_plugin.powersave.planner import power_down_reason
+    from slurm_plugin.powersave.slurm import Scontrol
+    from slurm_plugin.powersave.terminator import terminate_nodes
+    from slurm_plugin.powersave.unusable_pools import count_failed_boots
 
     request = json.loads((directory / "request.json").read_text(encoding="utf-8"))
     name = str(request.get("kind", SUSPEND))

@@ -1,6 +1,6 @@
 """Pure launch planning: which nodes go to which pool, in which order of regions/markets/overrides, and who gets what.
 
-No I/O here. The resume worker (slurm_plugin/launcher.py) asks `plan_launch` for a plan, runs its attempts through the
+No I/O here. The resume worker (slurm_plugin/powersave/launcher.py) asks `plan_launch` for a plan, runs its attempts through the
 EC2 adapter, and uses `assign`, `ready_to_bind` and `cooldown_azs` to turn EC2's answers into Slurm updates.
 """
 

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.config import Config
 from botocore.retries import standard
 
-from slurm_plugin.planner import CAPACITY_ERROR_CODES
+from slurm_plugin.powersave.planner import CAPACITY_ERROR_CODES
 
 MAX_ATTEMPTS = 6
 CONFIG = Config(retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS}, connect_timeout=10, read_timeout=60)

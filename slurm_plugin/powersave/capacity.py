@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from slurm_plugin.state import locked, read_json, write_json
+from slurm_plugin.powersave.state import locked, read_json, write_json
 
 CAPACITY_FILE = "capacity.json"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_plugin.manifest import Manifest, PoolManifest
-from slurm_plugin.state import locked, read_json, write_json
+from slurm_plugin.powersave.state import locked, read_json, write_json
 
 PROTECTION_FILE = "protection.json"
 PROTECTED_CODE = "ProtectedMode"
@@ -125,9 +125,9 @@ def _entry(table: dict[str, Any], pool: PoolManifest) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Console script `slurm-pool-protection`: show the pools' failed-boot counts, or `--clear POOL`."""
-    from slurm_plugin.background import manifest_path
     from slurm_plugin.manifest import ManifestError, load_manifest
-    from slurm_plugin.slurm import Scontrol, SlurmError
+    from slurm_plugin.powersave.background import manifest_path
+    from slurm_plugin.powersave.slurm import Scontrol, SlurmError
 
     parser = argparse.ArgumentParser(prog="slurm-pool-protection", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clear", metavar="POOL", help="leave protected mode: launch again, nodes back to idle~")
