@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,3 +39,12 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 
 # fixtures shared by the tests that run Slurm from the local cloud's root
 from tests.slurm_in_root import munge_socket  # noqa: E402, F401
+
+_SESSION_START = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The fault soak's counters (tests/aws/test_fault_soak.py), when it ran in this session (in any xdist worker)."""
+    soak = config.cache.get("elastic-slurm/fault-soak", None) if config.cache is not None else None
+    if isinstance(soak, dict) and float(soak.get("at", 0)) >= _SESSION_START:
+        terminalreporter.write_line(str(soak.get("line", "")))

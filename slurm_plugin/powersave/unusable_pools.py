@@ -45,16 +45,6 @@ def report_failures(
 ) -> dict[str, int]:
     """Power the failed nodes down; set DOWN every idle or failed node of a pool with no location left (ResumeAfter:
     the rest of the cool-down) or in protected mode. Returns node -> ResumeAfter seconds of the nodes set DOWN."""
-    by_code: dict[str, list[str]] = {}
-    for node, code in failed.items():
-        by_code.setdefault(code, []).append(node)
-    for code, group in by_code.items():
-        reason = power_down_reason(code, request_id)
-        try:
-            slurm.power_down(group, reason)
-            log.warning("request %s: powered down %s: %s", request_id, compress(group), reason)
-        except SlurmError as exc:
-            log.error("request %s: could not power down %s: %s", request_id, compress(group), exc)
     unusable: dict[str, tuple[PoolManifest, str, int]] = {}  # pool key -> (pool, reason, ResumeAfter)
     short = [n for n, c in failed.items() if c in CAPACITY_CODES]
     for key, (pool, available_at) in _empty_pools(manifest, short, now).items():
@@ -67,7 +57,20 @@ def report_failures(
         if code == protection.PROTECTED_CODE and owner is not None:
             why = protection.reason(owner.key, protection.failures_of(manifest.state_dir, owner))
             unusable[owner.key] = (owner, why, 0)
-    return mark_pools_down(manifest, slurm, unusable, list(failed), f"request {request_id}", wait, sleep)
+
+    def power_down() -> None:
+        by_code: dict[str, list[str]] = {}
+        for node, code in failed.items():
+            by_code.setdefault(code, []).append(node)
+        for code, group in by_code.items():
+            reason = power_down_reason(code, request_id)
+            try:
+                slurm.power_down(group, reason)
+                log.warning("request %s: powered down %s: %s", request_id, compress(group), reason)
+            except SlurmError as exc:
+                log.error("request %s: could not power down %s: %s", request_id, compress(group), exc)
+
+    return mark_pools_down(manifest, slurm, unusable, list(failed), f"request {request_id}", wait, sleep, power_down)
 
 
 def mark_pools_down(
@@ -78,10 +81,15 @@ def mark_pools_down(
     label: str,
     wait: float = 30.0,
     sleep: Callable[[float], None] = time.sleep,
+    power_down: Callable[[], None] | None = None,
 ) -> dict[str, int]:
-    """Set DOWN (reason, ResumeAfter when > 0) the nodes of `unusable` pools that were just powered down and every
-    idle~ node of those pools, once the power-down started. Returns node -> ResumeAfter of the nodes set DOWN."""
+    """Set DOWN (reason, ResumeAfter when > 0) every idle~ node of the `unusable` pools first, then — after
+    `power_down()` (which powers `powered_down` down and requeues their jobs), once that power-down started — the
+    pools' nodes among `powered_down`. In that order a requeued job finds no node of those pools to bounce to.
+    Returns node -> ResumeAfter of the nodes set DOWN."""
     if not unusable:
+        if power_down is not None:
+            power_down()
         return {}
     by_prefix = node_pools(manifest.pools)
     members: dict[str, list[str]] = {}
@@ -89,21 +97,39 @@ def mark_pools_down(
         pool = pool_of(node, by_prefix)
         if pool is not None and pool.key in unusable:
             members.setdefault(pool.key, []).append(node)
-    known = _wait_power_down_started(slurm, [n for group in members.values() for n in group], wait, sleep, label)
-    down: dict[str, tuple[str, int]] = {}
-    for key, (pool, why, after) in unusable.items():
-        for node in members.get(key, []) + _idle_nodes(pool, known, by_prefix):
-            down[node] = (why, after)
-    by_reason: dict[tuple[str, int], list[str]] = {}
-    for node, setting in down.items():
-        by_reason.setdefault(setting, []).append(node)
-    for (why, after), group in by_reason.items():
+    try:
+        known = slurm.show_nodes(None)
+    except SlurmError as exc:
+        log.warning("%s: %s", label, exc)
+        known = {}
+    idle = {
+        k: [n for n in _idle_nodes(p, known, by_prefix) if n not in members.get(k, [])]
+        for k, (p, _, _) in unusable.items()
+    }
+    down = _set_down(slurm, unusable, idle, label)
+    if power_down is not None:
+        power_down()
+    _wait_power_down_started(slurm, [n for group in members.values() for n in group], wait, sleep, label)
+    down.update(_set_down(slurm, unusable, members, label))
+    return down
+
+
+def _set_down(
+    slurm: Slurm, unusable: Mapping[str, tuple[PoolManifest, str, int]], nodes: Mapping[str, list[str]], label: str
+) -> dict[str, int]:
+    """DOWN each pool's `nodes` with its reason and ResumeAfter; node -> ResumeAfter of those set."""
+    done: dict[str, int] = {}
+    for key, group in nodes.items():
+        if not group:
+            continue
+        _pool, why, after = unusable[key]
         try:
             slurm.set_down(group, why, after)
             log.warning("%s: %s DOWN%s: %s", label, compress(group), f" for {after} s" if after else "", why)
+            done.update(dict.fromkeys(group, after))
         except SlurmError as exc:
             log.error("%s: could not set %s DOWN: %s", label, compress(group), exc)
-    return {node: after for node, (_why, after) in down.items()}
+    return done
 
 
 def count_failed_boots(manifest: Manifest, slurm: Slurm, nodes: Sequence[str], label: str, now: float) -> list[str]:

@@ -19,6 +19,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import CapacityFault, Faults
 from slurm_plugin.manager import model
@@ -30,6 +32,7 @@ from tests.aws.soak_worker import FileSlurm
 ROUNDS = 24
 NODES = [f"cpu-c7i-{i}" for i in range(1, 31)] + [f"spot-s-{i}" for i in range(1, 9)]
 SEED = 14
+SUMMARY_KEY = "elastic-slurm/fault-soak"  # tests/conftest.py prints it in the run's summary
 
 
 def _faults(rng: random.Random) -> Faults:
@@ -87,7 +90,7 @@ def _manager_pass(manifest: Manifest, slurm: FileSlurm, aws: EmulatedAws) -> dic
 
 
 def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
-    aws: EmulatedAws, manifest: Manifest, tmp_path: Path
+    aws: EmulatedAws, manifest: Manifest, tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
     rng = random.Random(SEED)
     manifest = manifest.model_copy(update={"capacity_cooldown_seconds": 2, "boot_failure_limit": 0})
@@ -139,7 +142,10 @@ def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
     live = {i["PrivateIpAddress"]: i["InstanceId"] for i in live_instances(aws, manifest.cluster)}
     addressed = {n: e["addr"] for n, e in table.items() if e.get("addr")}
     counters.update(live_instances=len(live), nodes_up=len(addressed))
-    print("fault soak:", " ".join(f"{k}={v}" for k, v in counters.items()))
+    line = "fault soak: " + " ".join(f"{k}={v}" for k, v in counters.items())
+    print(line)
+    assert pytestconfig.cache is not None
+    pytestconfig.cache.set(SUMMARY_KEY, {"line": line, "at": time.time()})  # printed at the end of the run
     assert counters["resumes"] > 0 and counters["suspends"] > 0 and counters["killed"] > 0
     # the only instances left for the manager are those of workers killed between launch and binding
     assert {r for r in fixed.values() if r not in killed} == set(), f"orphans of live workers: {fixed}"

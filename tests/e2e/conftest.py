@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,26 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
             shutil.rmtree(state_dir, ignore_errors=True)
         else:
             print(f"local cloud e2e: logs kept in {state_dir / 'log'} (ELASTIC_SLURM_E2E_KEEP=1 keeps them always)")
+
+
+@contextmanager
+def module_cloud(request: pytest.FixtureRequest, config: Path, state_dir: Path, label: str) -> Iterator[LocalCloud]:
+    """A local cloud of its own for one test module (`config`, in `state_dir`), always torn down; its state dir (logs)
+    is kept only when a test of the module failed or ELASTIC_SLURM_E2E_KEEP is set. Skips without the prerequisites."""
+    reason = missing_prereqs()
+    if reason:
+        pytest.skip(f"{label}: {reason}")
+    cloud = LocalCloud(state_dir)
+    failed_before = request.session.testsfailed
+    try:
+        cloud.up(config, boot_delay=1.0)
+        yield cloud
+    finally:
+        cloud.down()
+        if request.session.testsfailed == failed_before and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
+            shutil.rmtree(state_dir, ignore_errors=True)
+        else:
+            print(f"{label}: logs kept in {state_dir / 'log'}")
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, load_manifest
-from tests.e2e.conftest import assert_no_orphans, missing_prereqs
+from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e
 
@@ -113,22 +113,10 @@ class Mgr:
 @pytest.fixture(scope="module")
 def mgr(request: pytest.FixtureRequest) -> Iterator[Mgr]:
     """A local cloud of manager.yaml with an SQS events queue, always torn down."""
-    reason = missing_prereqs()
-    if reason:
-        pytest.skip(f"cluster manager e2e: {reason}")
-    cloud = LocalCloud(STATE_DIR)
-    failed_before = request.session.testsfailed
-    try:
-        cloud.up(CONFIG, boot_delay=1.0)
+    with module_cloud(request, CONFIG, STATE_DIR, "cluster manager e2e") as cloud:
         sqs = cloud.aws().client("sqs", "us-east-1")
         queue_url = sqs.create_queue(QueueName="mgr-ec2-events")["QueueUrl"]
         yield Mgr(cloud, queue_url)
-    finally:
-        cloud.down()
-        if request.session.testsfailed == failed_before:
-            shutil.rmtree(STATE_DIR, ignore_errors=True)
-        else:
-            print(f"cluster manager e2e: logs kept in {STATE_DIR / 'log'}")
 
 
 def nothing_lost(mgr: Mgr, jobs: list[str], records: list[JobRecord]) -> None:

@@ -6,6 +6,7 @@ Every test ends with its jobs COMPLETED and no orphan instance.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tests.e2e.conftest import assert_no_orphans, cold_nodes
 pytestmark = pytest.mark.e2e
 
 SMALL_TYPES = ("c7i.large", "c6i.large", "m7i.large")  # every type of local-demo.yaml's cpu-small pool
+COOLDOWN = 60
 
 
 def _run_plugin(cloud: LocalCloud, program: str, hostlist: str) -> None:
@@ -41,8 +43,26 @@ def test_a_pool_without_capacity_is_down_for_its_cool_down_and_the_job_runs_on_a
     cloud: LocalCloud,
 ) -> None:
     cold_nodes(cloud, 10)  # the whole cpu-small pool powered down: the scheduler's first choice (lowest weight)
-    cloud.set_faults(Faults(capacity=tuple(CapacityFault(instance_type=t) for t in SMALL_TYPES)))
-    job = cloud.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME")
+    # local-demo's 20 s cool-down is shorter than slurmctld's requeue delay plus its power-down cycle (~35 s here), so
+    # the pool would be back before the job is eligible again: this test gives the pool the cool-down of a real one
+    manifest = cloud.layout.manifest
+    original = manifest.read_text()
+    manifest.write_text(json.dumps({**json.loads(original), "capacity_cooldown_seconds": COOLDOWN}, indent=2))
+    try:
+        cloud.set_faults(Faults(capacity=tuple(CapacityFault(instance_type=t) for t in SMALL_TYPES)))
+        job = cloud.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME")
+        _the_job_runs_elsewhere_while_the_pool_is_down(cloud, job)
+    finally:
+        manifest.write_text(original)
+        cloud.clear_faults()
+    # Slurm's ResumeAfter (the cool-down) brings the pool back, manager or not
+    cloud.wait_until(
+        lambda: all(s == "idle~" for s, _ in _reasons(cloud, "cpu-small-").values()), COOLDOWN + 120, "cpu-small idle~"
+    )
+    assert_no_orphans(cloud)
+
+
+def _the_job_runs_elsewhere_while_the_pool_is_down(cloud: LocalCloud, job: str) -> None:
 
     def pool_down() -> bool:
         table = _reasons(cloud, "cpu-small-")
@@ -54,12 +74,6 @@ def test_a_pool_without_capacity_is_down_for_its_cool_down_and_the_job_runs_on_a
     (record,) = cloud.wait_jobs_done([job], timeout=180)
     assert record.state == "COMPLETED" and record.nodes.startswith("cpu-big-"), record
     assert record.restarts == 1  # requeued once from the empty pool, then placed on cpu-big at once
-    cloud.clear_faults()
-    # Slurm's ResumeAfter (the cool-down) brings the pool back, manager or not
-    cloud.wait_until(
-        lambda: all(s == "idle~" for s, _ in _reasons(cloud, "cpu-small-").values()), 150, "cpu-small back to idle~"
-    )
-    assert_no_orphans(cloud)
 
 
 def test_a_second_resume_of_a_running_node_launches_nothing(cloud: LocalCloud) -> None:

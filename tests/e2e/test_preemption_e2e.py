@@ -9,15 +9,13 @@ left without a node.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.e2e.conftest import assert_no_orphans, missing_prereqs
+from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e
 
@@ -30,19 +28,8 @@ JOB_TIMEOUT = 120.0
 @pytest.fixture(scope="module")
 def preempt_cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
     """A local cloud of the preemption config, always torn down; STATE_DIR (logs) is kept only after a failure."""
-    reason = missing_prereqs()
-    if reason:
-        pytest.skip(f"preemption e2e: {reason}")
-    cloud = LocalCloud(STATE_DIR)
-    try:
-        cloud.up(CONFIG, boot_delay=1.0)
+    with module_cloud(request, CONFIG, STATE_DIR, "preemption e2e") as cloud:
         yield cloud
-    finally:
-        cloud.down()
-        if request.session.testsfailed == 0 and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
-            shutil.rmtree(STATE_DIR, ignore_errors=True)
-        else:
-            print(f"preemption e2e: logs kept in {STATE_DIR / 'log'}")
 
 
 def job_fields(cloud: LocalCloud, job_id: str) -> dict[str, str]:

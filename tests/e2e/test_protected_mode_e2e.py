@@ -8,15 +8,13 @@ runs on `cpu-good`, nothing more is launched for `bad` until `slurm-pool-protect
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.e2e.conftest import assert_no_orphans, missing_prereqs
+from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +25,8 @@ STATE_DIR = Path("/var/tmp/elastic-slurm-protected-e2e")
 @pytest.fixture(scope="module")
 def prot(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
     """A local cloud of the protected-mode config, always torn down; logs kept only after a failure."""
-    reason = missing_prereqs()
-    if reason:
-        pytest.skip(f"protected-mode e2e: {reason}")
-    cloud = LocalCloud(STATE_DIR)
-    try:
-        cloud.up(CONFIG, boot_delay=1.0)
+    with module_cloud(request, CONFIG, STATE_DIR, "protected-mode e2e") as cloud:
         yield cloud
-    finally:
-        cloud.down()
-        if request.session.testsfailed == 0 and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
-            shutil.rmtree(STATE_DIR, ignore_errors=True)
-        else:
-            print(f"protected-mode e2e: logs kept in {STATE_DIR / 'log'}")
 
 
 def _bad_launches(cloud: LocalCloud) -> int:
