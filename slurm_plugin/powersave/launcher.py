@@ -243,7 +243,8 @@ class _Binder:
         to that instance again instead of getting a second one. An instance EC2 cannot tell about right now counts
         as alive, with its recorded address: if it is in fact gone, the node does not register and ResumeTimeout
         relaunches it; launching now could leave two instances behind one node."""
-        recorded = state.recorded_instances(self.manifest.state_dir, nodes)
+        known = state.node_map(self.manifest.state_dir)
+        recorded = {n: known[n] for n in nodes if n in known}
         by_region: dict[str, list[str]] = {}
         for entry in recorded.values():
             by_region.setdefault(entry["region"], []).append(entry["instance_id"])

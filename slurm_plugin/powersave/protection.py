@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console script `slurm-pool-protection`: show the pools' failed-boot counts, or `--clear POOL`."""
     from slurm_plugin.manifest import ManifestError, load_manifest
     from slurm_plugin.powersave.background import manifest_path
+    from slurm_plugin.powersave.planner import node_pools, pool_of
     from slurm_plugin.powersave.slurm import Scontrol, SlurmError
 
     parser = argparse.ArgumentParser(prog="slurm-pool-protection", description=__doc__.split("\n\n")[0])
@@ -147,13 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         clear(manifest.state_dir, pool.key)
         slurm = Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf)
         try:
-            down = [
+            down = [  # only what protected mode set DOWN: an admin's own DOWN stays theirs
                 n.name
                 for n in slurm.show_nodes(None).values()
-                if n.name.startswith(pool.node_prefix) and "DOWN" in n.state.split("+")
+                if pool_of(n.name, node_pools(manifest.pools)) == pool
+                and n.reason.startswith(f"(Code:{PROTECTED_CODE})")
             ]
             if down:
-                slurm._update(down, "state=RESUME")
+                slurm.resume(down)
         except SlurmError as exc:
             print(f"slurm-pool-protection: error: {exc}", file=sys.stderr)
             return 1

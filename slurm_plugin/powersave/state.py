@@ -111,23 +111,15 @@ def remember_instances(state_dir: str | Path, entries: Mapping[str, Mapping[str,
         write_json(path, known)
 
 
-def recorded_instances(state_dir: str | Path, nodes: Iterable[str]) -> dict[str, dict[str, str]]:
-    """What the node map records for `nodes` (complete entries only)."""
+def node_map(state_dir: str | Path) -> dict[str, dict[str, str]]:
+    """The whole node map: node -> {instance_id, region, private_ip} (complete entries only), read once."""
     with locked(state_dir) as directory:
         known = read_json(directory / NODES_FILE)
-    result = {}
-    for node in nodes:
-        entry = known.get(node)
-        if isinstance(entry, dict) and entry.get("instance_id") and entry.get("region"):
-            result[node] = {k: str(v) for k, v in entry.items()}
-    return result
-
-
-def instance_owners(state_dir: str | Path) -> dict[str, str]:
-    """instance id -> node, for every node the node map records."""
-    with locked(state_dir) as directory:
-        known = read_json(directory / NODES_FILE)
-    return {str(e["instance_id"]): node for node, e in known.items() if isinstance(e, dict) and e.get("instance_id")}
+    return {
+        node: {k: str(v) for k, v in entry.items()}
+        for node, entry in known.items()
+        if isinstance(entry, dict) and entry.get("instance_id") and entry.get("region")
+    }
 
 
 def forget_instances(

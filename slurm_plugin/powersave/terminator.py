@@ -56,8 +56,9 @@ def terminate_nodes(
     except SlurmError as exc:
         log.warning("%s: %s; matching by the node map only", label, exc)
         known = {}
-    owners = state.instance_owners(manifest.state_dir)
-    cached = state.recorded_instances(manifest.state_dir, pool_key)  # forgotten only once their instance is gone
+    recorded = state.node_map(manifest.state_dir)
+    owners = {entry["instance_id"]: node for node, entry in recorded.items()}  # every node's, not only these
+    cached = {n: recorded[n] for n in pool_key if n in recorded}  # forgotten only once their instance is gone
     by_id: dict[str, str] = {str(entry.get("instance_id", "")): node for node, entry in cached.items()}
     by_ip = {info.addr: name for name, info in known.items() if info.addr != name and name not in cached}
     regions: dict[str, set[str]] = {}

@@ -147,7 +147,7 @@ def _flaky_scontrol(tmp_path: Path, fail: str) -> tuple[Scontrol, Path]:
 
 def test_a_failed_scontrol_update_is_retried(tmp_path: Path) -> None:
     scontrol, calls = _flaky_scontrol(tmp_path, "n-600")
-    scontrol.set_addresses({f"n-{i}": f"10.0.{i // 250}.{i % 250}" for i in range(1, 1201)})
+    scontrol.set_addresses({f"n-{i}": f"127.16.{i // 250}.{i % 250}" for i in range(1, 1201)})
     lines = calls.read_text().splitlines()
     assert len(lines) == 4  # three chunks of 500, the second tried twice
     assert sum("n-600" in line for line in lines) == 2
@@ -163,11 +163,11 @@ def test_a_chunk_that_keeps_failing_does_not_drop_the_other_chunks(tmp_path: Pat
 
 def test_a_reason_text_cannot_pose_as_the_nodes_address() -> None:
     line = (
-        "NodeName=cpu-1 Arch=x86_64 NodeAddr=10.0.0.5 NodeHostName=cpu-1 State=IDLE+CLOUD Partitions=cpu "
-        "Reason=was NodeAddr=10.9.9.9 State=DOWN [root@2026-11-24T10:00:00] Comment=NodeName=evil"
+        "NodeName=cpu-1 Arch=x86_64 NodeAddr=127.16.0.5 NodeHostName=cpu-1 State=IDLE+CLOUD Partitions=cpu "
+        "Reason=was NodeAddr=127.16.9.9 State=DOWN [root@2026-11-24T10:00:00] Comment=NodeName=evil"
     )
     node = parse_show_nodes(line)["cpu-1"]
-    assert (node.addr, node.state) == ("10.0.0.5", "IDLE+CLOUD")
+    assert (node.addr, node.state) == ("127.16.0.5", "IDLE+CLOUD")
     assert list(parse_show_nodes(line)) == ["cpu-1"]
 
 
