@@ -67,6 +67,7 @@ def test_each_pool_is_bound_as_soon_as_it_is_launched(aws: EmulatedAws, manifest
     # cpu-c7i (CreateFleet) is bound before gpu-g5 (RunInstances) is even launched
     assert seen[0] == (["cpu-c7i-1", "cpu-c7i-2"], 0)
     assert seen[1][0] == ["gpu-g5-1"]
+    assert len(live_instances(aws, manifest.cluster)) == 3
 
 
 def test_suspend_never_terminates_the_new_instance_that_got_a_stale_nodes_address(
@@ -113,6 +114,9 @@ def test_a_claim_whose_process_is_gone_never_blocks_its_node(holder: str, aws: E
     state.write_json(Path(manifest.state_dir) / state.CLAIMS_FILE, {"cpu-c7i-5": claim})
     outcome = resume_nodes(manifest, ["cpu-c7i-5"], [], ec2_for(aws), FakeSlurm(), rid("rclaim"))
     assert outcome.busy == [] and list(outcome.launched) == ["cpu-c7i-5"]
+    assert [i["InstanceId"] for i in live_instances(aws, manifest.cluster)] == [
+        outcome.launched["cpu-c7i-5"].instance_id
+    ]
 
 
 def test_a_claim_of_a_live_worker_still_holds(aws: EmulatedAws, manifest: Manifest) -> None:
