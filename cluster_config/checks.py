@@ -11,10 +11,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from cluster_config import slurm_release
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool
 
 # A node name is a DNS label: at most 63 characters.
 MAX_NODE_NAME = 63
+# Base OSes for which AWS publishes no FSx for Lustre client (docs/images.md).
+NO_LUSTRE_CLIENT = frozenset({"debian13"})
 # AWS reserves 5 addresses in every subnet.
 AWS_RESERVED_PER_SUBNET = 5
 _GRAVITON_FAMILY = re.compile(r"^[a-z]+\d+[a-z-]*g[a-z-]*$")
@@ -112,6 +115,7 @@ def _check_clusters(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
 def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     yield from _check_network(cluster, path)
     yield from _check_storage(cluster, path)
+    yield from _check_images(cluster, path)
     regions = [r.region for r in cluster.remote_regions]
     for ri, region in enumerate(regions):
         if region == cluster.region or ri in _repeats(regions):
@@ -219,6 +223,21 @@ def _check_storage(cluster: Cluster, path: str) -> Iterator[ConfigError]:
         if mount_point.rstrip("/") in seen:
             yield ConfigError(mpath, f"mount point '{mount_point}' is already used by another file system")
         seen.add(mount_point.rstrip("/"))
+
+
+def _check_images(cluster: Cluster, path: str) -> Iterator[ConfigError]:
+    images = cluster.images
+    if images.slurm_version != slurm_release.VERSION and images.slurm_source is None:
+        yield ConfigError(
+            f"{path}.images.slurm_source",
+            f"Slurm {images.slurm_version} has no pinned source (the pinned release is {slurm_release.VERSION}):"
+            " give its url and sha256",
+        )
+    if images.base_os in NO_LUSTRE_CLIENT and cluster.storage.fsx_lustre is not None:
+        yield ConfigError(
+            f"{path}.storage.fsx_lustre",
+            f"AWS publishes no FSx for Lustre client for base_os {images.base_os}: choose another images.base_os",
+        )
 
 
 def _check_pool(

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cluster_config import slurm_release
+
 NAME_PATTERN = r"^[a-z][a-z0-9]*$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
 REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
@@ -194,20 +196,39 @@ class Accounting(StrictModel):
     )
 
 
+class SlurmSource(StrictModel):
+    """Where an image gets the Slurm source when it builds a release other than the pinned one."""
+
+    url: str = Field(pattern=r"^https://\S+$", description="HTTPS URL of the source tarball (e.g. SchedMD's .tar.bz2).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Its sha256; the build stops on any other content.")
+
+
 class Images(StrictModel):
     """AMIs baked by EC2 Image Builder for controllers and compute."""
 
-    base_os: Literal["rocky9", "rhel9", "al2023", "ubuntu2204"] = Field(
-        default="rocky9", description="Base OS of every AMI."
+    base_os: Literal["debian13", "rocky9", "rhel9", "al2023", "ubuntu2204", "ubuntu2404"] = Field(
+        default="debian13",
+        description="Base OS of every AMI. debian13 is the one executed end to end by the tests (docs/images.md).",
     )
     slurm_version: str = Field(
-        default="26.05.5",
+        default=slurm_release.VERSION,
         pattern=r"^\d+\.\d+\.\d+$",
-        description="Slurm release built into the images; the local cloud runs the same major release (26.05 or 24.11).",
+        description="Slurm release built into the images; the local cloud runs the same release.",
+    )
+    slurm_source: SlurmSource | None = Field(
+        default=None,
+        description="Source tarball and sha256 of `slurm_version`; required for any release but the pinned one"
+        " (cluster_config/slurm_release.py).",
     )
     rebuild_schedule: str | None = Field(
         default="cron(0 4 ? * SUN *)", description="Image Builder schedule expression; null: build only on deploy."
     )
+
+    def source(self) -> SlurmSource:
+        """The source the images build: the configured one, else the pinned release's."""
+        if self.slurm_source is not None:
+            return self.slurm_source
+        return SlurmSource(url=slurm_release.SOURCE_URL, sha256=slurm_release.SOURCE_SHA256)
 
 
 class Controller(StrictModel):

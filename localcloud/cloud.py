@@ -233,9 +233,9 @@ class LocalCloud(CloudOps):
             raise LocalCloudError(
                 f"a local cloud is already running in {self.layout.root} (`elastic-slurm local down`)"
             )
-        major = ".".join(cluster.images.slurm_version.split(".")[:2])
+        self._check_state_dir()
         try:
-            root = slurm_root.build(major, log=None)
+            root = slurm_root.build(slurm_root.release_of(cluster.images.slurm_version).major, log=None)
         except slurm_root.RootError as exc:
             raise LocalCloudError(str(exc)) from None
         self._fresh_state_dir()
@@ -256,13 +256,18 @@ class LocalCloud(CloudOps):
             self.down()
             raise
 
+    def _check_state_dir(self) -> None:
+        """Refuse a non-empty state dir that an earlier `up` did not create (before anything slow happens)."""
+        root = self.layout.root
+        if root.exists() and any(root.iterdir()) and not self.layout.cloud_json.exists():
+            raise LocalCloudError(f"--state-dir: {root} is not empty and holds no local cloud; choose another")
+
     def _fresh_state_dir(self) -> None:
         """Start from an empty state dir; only ever delete a dir that an earlier `up` created."""
+        self._check_state_dir()
         root = self.layout.root
-        if not root.exists() or not any(root.iterdir()):
+        if not root.exists():
             return
-        if not self.layout.cloud_json.exists():
-            raise LocalCloudError(f"--state-dir: {root} is not empty and holds no local cloud; choose another")
         for child in root.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)

@@ -13,6 +13,8 @@ client on the controller, so tests and users on the host talk to the cluster wit
 
 from __future__ import annotations
 
+import shutil
+
 import shlex
 from pathlib import Path
 
@@ -50,8 +52,10 @@ def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
 def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:
     """The controller (and login) machine: with `hostname` (its EC2 name), its own host name and /etc/hosts."""
     base = layout.machine_dir("controller")
-    for sub in ("etc-munge", "etc-elastic-slurm", "etc-systemd"):
+    for sub in ("etc-munge", "etc-elastic-slurm"):
         (base / sub).mkdir(parents=True, exist_ok=True)
+    if not (base / "etc-systemd").exists():  # the machine's disk starts as the image's: its units and links
+        shutil.copytree(root / "etc/systemd/system", base / "etc-systemd", symlinks=True)
     extra: tuple[tuple[str, str], ...] = ()
     if hostname:
         hosts = base / "hosts"

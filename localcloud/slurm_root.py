@@ -1,15 +1,17 @@
-"""The Debian root file system the local cloud runs Slurm from: one per supported Slurm release, built once, cached.
+"""The root file system the local cloud runs Slurm from: one per supported Slurm release, built once, cached.
 
-Debian 12's own Slurm (22.05) is end of life, so the daemons, the Slurm clients, munge and the plugin's Python run from
-a Debian root of the suite that ships the wanted release (26.05 from unstable, 24.11 from Debian 13), built with
-`mmdebstrap` into `$ELASTIC_SLURM_ROOT_CACHE` (default /var/cache/elastic-slurm) and reused while its inputs (suite,
-package list, this module's recipe) are unchanged. The build is atomic: a temporary directory renamed when complete.
+Debian 12's own Slurm (22.05) is end of life, so the daemons, the Slurm clients, munge and the plugin run from a root
+file system built into `$ELASTIC_SLURM_ROOT_CACHE` (default /var/cache/elastic-slurm), reused while its inputs are
+unchanged; every build is atomic (a temporary directory renamed when complete). Two kinds:
 
-    python -m localcloud.slurm_root build [--slurm 26.05]   # prints the root's path
+- the image root of the pinned release (`cluster_config.slurm_release`, the default): Debian 13 made into the
+  controller/compute image by the image component's own scripts (localcloud.image_root) — what the AMI holds;
+- a packaged root for another release (26.05 from Debian unstable): Debian's binary packages, whose source this
+  machine cannot reach, with the plugin's programs as wrappers (forward-compatibility runs; docs/local-cloud.md).
 
-The root holds what the image holds (users slurm/munge, /opt/elastic-slurm/bin with the plugin's programs), but the
-Python dependencies come from Debian packages and the project source is bind-mounted at /opt/elastic-slurm/src at run
-time (see localcloud.enter) — listed in docs/local-cloud.md.
+    python -m localcloud.slurm_root build [--slurm 24.11]   # prints the root's path
+
+Either way the project source is bind-mounted at /opt/elastic-slurm/src at run time (see localcloud.enter).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster_config import slurm_release
+from localcloud import image_root
 from localcloud.layout import REPO_ROOT
 
-DEFAULT_SLURM = "26.05"
+DEFAULT_SLURM = ".".join(slurm_release.VERSION.split(".")[:2])
 ROOT_CACHE = Path(os.environ.get("ELASTIC_SLURM_ROOT_CACHE", "/var/cache/elastic-slurm"))
 SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
@@ -65,13 +69,15 @@ PACKAGES = [
 
 @dataclass(frozen=True)
 class Release:
-    """A supported Slurm release and the Debian suite that ships it."""
+    """A supported Slurm release, the Debian suite of its root, and whether the root is the image (built by the
+    image component's scripts) or Debian's packages."""
 
     major: str
     suite: str
+    image: bool = False
 
 
-RELEASES = {r.major: r for r in (Release("26.05", "sid"), Release("24.11", "trixie"))}
+RELEASES = {r.major: r for r in (Release(DEFAULT_SLURM, image_root.SUITE, image=True), Release("26.05", "sid"))}
 
 
 class RootError(RuntimeError):
@@ -84,6 +90,19 @@ def release(major: str) -> Release:
         return RELEASES[major]
     except KeyError:
         raise RootError(f"slurm_version: {major} is not supported here (choose {', '.join(RELEASES)})") from None
+
+
+def release_of(version: str) -> Release:
+    """The root a config's `images.slurm_version` runs on: the image root for the pinned release, a packaged root for
+    another supported major release; RootError (one line) otherwise."""
+    if version == slurm_release.VERSION:
+        return RELEASES[DEFAULT_SLURM]
+    rel = release(".".join(version.split(".")[:2]))
+    if rel.image:
+        raise RootError(
+            f"images.slurm_version: the local cloud runs {rel.major} as the image's {slurm_release.VERSION}, not {version}"
+        )
+    return rel
 
 
 def console_scripts() -> dict[str, str]:
@@ -106,10 +125,24 @@ def _key(rel: Release) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def _local_additions() -> list[str]:
+    """Inputs of what the local cloud adds to the image (part of the image root's key)."""
+    return [RECIPE_VERSION, BIND_SOURCE_C.read_text(), sorted(console_scripts().items())]
+
+
 def root_path(major: str = DEFAULT_SLURM) -> Path:
     """Where the root of `major` lives (built or not)."""
     rel = release(major)
+    if rel.image:
+        return (
+            ROOT_CACHE / f"image-{slurm_release.VERSION}-{rel.suite}-{image_root.image_layer_key(_local_additions())}"
+        )
     return ROOT_CACHE / f"slurm-{rel.major}-{rel.suite}-{_key(rel)}"
+
+
+def slurm_layer_path() -> Path:
+    """Where the image's Slurm layer (base system, packages, munge, Slurm built from source) lives."""
+    return ROOT_CACHE / f"slurm-layer-{slurm_release.VERSION}-{image_root.SUITE}-{image_root.slurm_layer_key()}"
 
 
 def is_built(major: str = DEFAULT_SLURM) -> bool:
@@ -126,8 +159,44 @@ def _wrapper(target: str) -> str:
     )
 
 
+def _machine_parts(root: Path) -> None:
+    """What stands in for the EC2 machine (not the image): the bind-source shim and the systemctl stand-in. During an
+    image build the stand-in is a copy (the source is not mounted yet); `_finish` makes it a link into the source."""
+    shim = root / BIND_SOURCE_SO.lstrip("/")
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(BIND_SOURCE_C), "-ldl"], check=True, capture_output=True
+    )
+    systemctl = root / "usr/local/sbin/systemctl"
+    systemctl.unlink(missing_ok=True)
+    shutil.copy(SYSTEMCTL_SHIM, systemctl)
+
+
+def _finish(root: Path) -> None:
+    """Local additions on either kind of root: the job user, the systemctl stand-in linked to the mounted source, no
+    munge key or slurm.conf (the controller renders one, compute nodes run configless), our plugstack.conf."""
+    subprocess.run(
+        ["chroot", str(root), "useradd", "--create-home", "--uid", str(JOB_UID), "--user-group", JOB_USER],
+        check=True,
+        capture_output=True,
+    )
+    systemctl = root / "usr/local/sbin/systemctl"
+    systemctl.unlink(missing_ok=True)
+    systemctl.symlink_to(f"{SRC_IN_ROOT}/{SYSTEMCTL_SHIM.relative_to(REPO_ROOT)}")
+    shutil.rmtree(root / "run/systemctl-shim", ignore_errors=True)  # what `systemctl enable` noted during the build
+    (root / SRC_IN_ROOT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
+        (root / leftover).unlink(missing_ok=True)
+    # local cloud helpers the instance runner puts in front of slurmd (ELASTIC_SLURM_SLURMD_PREFIX)
+    for helper in ("fresh-boot-exec", "unblock-exec"):
+        link = root / BIN_IN_ROOT.lstrip("/") / helper
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"{SRC_IN_ROOT}/assets/bootstrap/{helper}")
+
+
 def _customize(root: Path) -> None:
-    """What the image adds on top of the packages: programs in /opt/elastic-slurm/bin, the job user, no config."""
+    """A packaged root made to look like the image: programs in /opt/elastic-slurm/bin (wrappers running the mounted
+    source with Debian's Python packages), our units, then the machine parts and the local additions."""
     bin_dir = root / BIN_IN_ROOT.lstrip("/")
     bin_dir.mkdir(parents=True, exist_ok=True)
     (root / SRC_IN_ROOT.lstrip("/")).mkdir(parents=True, exist_ok=True)
@@ -139,8 +208,6 @@ def _customize(root: Path) -> None:
     for rel_path in (
         "assets/bootstrap/elastic-slurm-node-bootstrap",
         "assets/bootstrap/elastic-slurm-dirs",
-        "assets/bootstrap/fresh-boot-exec",
-        "assets/bootstrap/unblock-exec",
         "assets/health/elastic-slurm-healthcheck",
         "assets/health/elastic-slurm-longcheck-submit",
         "assets/slurm/prolog-wait-for-boot.sh",
@@ -148,21 +215,6 @@ def _customize(root: Path) -> None:
         link = bin_dir / Path(rel_path).name
         link.unlink(missing_ok=True)
         link.symlink_to(f"{SRC_IN_ROOT}/{rel_path}")
-    subprocess.run(
-        ["chroot", str(root), "useradd", "--create-home", "--uid", str(JOB_UID), "--user-group", JOB_USER],
-        check=True,
-        capture_output=True,
-    )
-    # local cloud only: instances connect from their private IP (see localcloud/native/bind_source.c)
-    shim = root / BIND_SOURCE_SO.lstrip("/")
-    shim.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(BIND_SOURCE_C), "-ldl"], check=True, capture_output=True
-    )
-    # the systemctl stand-in and our units: links into the mounted source, so they are current (see the shim)
-    shim = root / "usr/local/sbin/systemctl"
-    shim.unlink(missing_ok=True)
-    shim.symlink_to(f"{SRC_IN_ROOT}/{SYSTEMCTL_SHIM.relative_to(REPO_ROOT)}")
     for unit in sorted((REPO_ROOT / "assets" / "systemd").iterdir()):
         link = root / "usr/lib/systemd/system" / unit.name
         link.unlink(missing_ok=True)
@@ -177,24 +229,13 @@ def _customize(root: Path) -> None:
     for program in console_scripts():
         (venv_bin / program).unlink(missing_ok=True)
         (venv_bin / program).symlink_to(f"{BIN_IN_ROOT}/{program}")
-    # no slurm.conf and no munge key in the image: the controller renders one, compute nodes run configless
-    for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
-        (root / leftover).unlink(missing_ok=True)
     # Debian unstable's plugstack.conf includes a glob slurmctld warns about; ours includes nothing
     (root / "etc/slurm/plugstack.conf").write_text("# elastic-slurm: no SPANK plugins\n")
+    _machine_parts(root)
+    _finish(root)
 
 
-def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
-    """The root of `major`, built when missing; RootError (one line) when mmdebstrap fails."""
-    rel = release(major)
-    final = root_path(major)
-    if is_built(major):
-        return final
-    if shutil.which("mmdebstrap") is None:
-        raise RootError("mmdebstrap is not installed (scripts/setup.sh installs it)")
-    ROOT_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+def _build_packaged(rel: Release, tmp: Path, log: Path) -> None:
     argv = [
         "mmdebstrap",
         "--variant=apt",
@@ -203,20 +244,54 @@ def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
         rel.suite,
         str(tmp),
     ]
-    started = time.monotonic()
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    try:
+    with open(log, "ab") as out:
         result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
-    finally:
-        if log:
-            out.close()  # type: ignore[union-attr]
     if result.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RootError(f"mmdebstrap {rel.suite} failed (exit {result.returncode}); see {log or 'its output'}")
+        raise RootError(f"mmdebstrap {rel.suite} failed (exit {result.returncode}); see {log}")
     _customize(tmp)
-    version = subprocess.run(["chroot", str(tmp), "slurmctld", "-V"], capture_output=True, text=True).stdout.strip()
-    meta = {"slurm": version, "suite": rel.suite, "seconds": round(time.monotonic() - started, 1)}
-    (tmp / "etc" / "elastic-slurm-root.json").write_text(json.dumps(meta) + "\n")
+
+
+def _build_image(tmp: Path, log: Path) -> None:
+    layer = slurm_layer_path()
+    try:
+        if not (layer / "etc" / "slurm" / "BUILD-INFO").exists():
+            image_root.build_slurm_layer(layer, ROOT_CACHE, log)
+        image_root.build_image_layer(layer, tmp, log, prepare=_machine_parts)
+    except image_root.ImageBuildError as exc:
+        raise RootError(str(exc)) from None
+    image_root.link_mounted_source(tmp, SRC_IN_ROOT)
+    _finish(tmp)
+
+
+def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
+    """The root of `major`, built when missing; RootError (one line naming the failed step and its log) otherwise."""
+    rel = release(major)
+    final = root_path(major)
+    if is_built(major):
+        return final
+    if shutil.which("mmdebstrap") is None:
+        raise RootError("mmdebstrap is not installed (scripts/setup.sh installs it)")
+    ROOT_CACHE.mkdir(parents=True, exist_ok=True)
+    log = log or ROOT_CACHE / f"{final.name}.log"
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    started = time.monotonic()
+    try:
+        if rel.image:
+            _build_image(tmp, log)
+        else:
+            _build_packaged(rel, tmp, log)
+        version = subprocess.run(["chroot", str(tmp), "slurmctld", "-V"], capture_output=True, text=True).stdout
+        meta = {
+            "slurm": version.strip(),
+            "suite": rel.suite,
+            "image": rel.image,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        (tmp / "etc" / "elastic-slurm-root.json").write_text(json.dumps(meta) + "\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if final.exists():  # another builder won the race
         shutil.rmtree(tmp, ignore_errors=True)
     else:
@@ -225,7 +300,7 @@ def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
 
 
 def slurm_version(root: Path) -> str:
-    """`slurm-wlm 26.05.5` -> `26.05.5`, as recorded when the root was built."""
+    """`slurm-wlm 26.05.5` / `slurm 24.11.5` -> the version, as recorded when the root was built."""
     meta = json.loads((root / "etc" / "elastic-slurm-root.json").read_text())
     return str(meta["slurm"]).split()[-1]
 

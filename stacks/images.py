@@ -18,15 +18,11 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
+from stacks.image_source import PROJECT_SOURCE_EXCLUDE
 from stacks.naming import ami_parameter, image_flavor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets" / "imagebuilder"
-# The Python project as the build instance installs it (`pip install <dir>` into /opt/elastic-slurm/venv): an
-# allow-list in gitignore syntax over the repository root, so localcloud/, tests/, stacks/, .venv/, node_modules/,
-# cdk.out/, .git/ and anything added later stay out of the AMI unless listed here.
-PROJECT_SOURCE = ("pyproject.toml", "requirements.txt", "cluster_config", "elastic_slurm", "slurm_plugin")
-PROJECT_SOURCE_EXCLUDE = ["/*", *(f"!/{name}" for name in PROJECT_SOURCE), "__pycache__/", "*.pyc", "*.egg-info/"]
 BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
 
 
@@ -45,11 +41,22 @@ def parent_image(base_os: str, arch: str) -> str:
     short = {"x86_64": "x86", "arm64": "arm64"}[arch]
     deb = {"x86_64": "amd64", "arm64": "arm64"}[arch]
     return {
+        "debian13": f"ssm:/aws/service/debian/release/13/latest/{deb}",
         "al2023": f"ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}",
         "ubuntu2204": f"ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/{deb}/hvm/ebs-gp2/ami-id",
+        "ubuntu2404": f"ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/{deb}/hvm/ebs-gp3/ami-id",
         "rhel9": f"arn:aws:imagebuilder:{{region}}:aws:image/red-hat-enterprise-linux-9-{short}/x.x.x",
         "rocky9": f"ssm:/elastic-slurm/base-ami/rocky9-{arch}",
     }[base_os]
+
+
+# The root volume's device name in each base OS's AMIs (Image Builder replaces the volume of that name).
+ROOT_DEVICE = {"debian13": "/dev/xvda", "al2023": "/dev/xvda"}
+
+
+def root_device(base_os: str) -> str:
+    """Root device name of the base OS's AMIs (`/dev/sda1` for Ubuntu, RHEL and Rocky)."""
+    return ROOT_DEVICE.get(base_os, "/dev/sda1")
 
 
 def _version(*texts: str) -> str:
@@ -101,7 +108,8 @@ class ImagesStack(cdk.Stack):
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
             ],
         )
-        # assets/ (bootstrap, health checks, prolog) travels to the build instance as a CDK asset.
+        # assets/ (the component's build steps in image-build/, bootstrap, health checks, prolog, units) travels to
+        # the build instance as a CDK asset; the component YAMLs themselves stay out.
         self.node_assets = s3_assets.Asset(self, "NodeAssets", path=str(ASSETS.parent), exclude=["imagebuilder"])
         self.node_assets.grant_read(role)
         # The elastic-slurm package itself (it is not on PyPI): the component pip-installs this source tree.
@@ -133,19 +141,20 @@ class ImagesStack(cdk.Stack):
     ) -> None:
         flavor = image_flavor(arch, gpu)
         cid = flavor.replace("_", "").replace("-", "").title()
+        source = cluster.images.source()
+        parameters = {
+            "SlurmVersion": cluster.images.slurm_version,
+            "SlurmSourceUrl": source.url,
+            "SlurmSourceSha256": source.sha256,
+            "AssetsS3Uri": self.node_assets.s3_object_url,
+            "SourceS3Uri": self.project_source.s3_object_url,
+        }
         components = [
             imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(
                 component_arn=self.slurm_component.attr_arn,
                 parameters=[
-                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
-                        name="SlurmVersion", value=[cluster.images.slurm_version]
-                    ),
-                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
-                        name="AssetsS3Uri", value=[self.node_assets.s3_object_url]
-                    ),
-                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(
-                        name="SourceS3Uri", value=[self.project_source.s3_object_url]
-                    ),
+                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(name=name, value=[value])
+                    for name, value in parameters.items()
                 ],
             )
         ]
@@ -161,6 +170,7 @@ class ImagesStack(cdk.Stack):
                 slurm_data,
                 gpu_data if gpu else "",
                 cluster.images.slurm_version,
+                source.sha256,
                 cluster.images.base_os,
                 self.node_assets.asset_hash,
                 self.project_source.asset_hash,
@@ -169,7 +179,7 @@ class ImagesStack(cdk.Stack):
             components=components,
             block_device_mappings=[
                 imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
-                    device_name="/dev/sda1" if cluster.images.base_os != "al2023" else "/dev/xvda",
+                    device_name=root_device(cluster.images.base_os),
                     ebs=imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty(
                         volume_size=100 if gpu else 40, volume_type="gp3", encrypted=True, delete_on_termination=True
                     ),

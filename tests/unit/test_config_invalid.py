@@ -355,8 +355,8 @@ INVALID_CASES = [
     ),
     Case(
         "two_file_systems_on_one_mount_point",
-        {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_lustre": {"mount_point": "/data/"}}},
-        [(f"{C0}.storage.fsx_lustre.mount_point", "mount point '/data/' is already used by another file system")],
+        {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_openzfs": {"mount_point": "/data/"}}},
+        [(f"{C0}.storage.fsx_openzfs.mount_point", "mount point '/data/' is already used by another file system")],
     ),
     # --- accounting, licenses, federation
     Case(
@@ -430,6 +430,32 @@ INVALID_CASES = [
         [
             (f"{C0}.controller.count", "2 controllers need a network with at least 2 availability zones"),
             (f"{P0}.min_nodes", "min_nodes (11) is greater than max_nodes (10)"),
+        ],
+    ),
+    # --- images
+    Case(
+        "unpinned_slurm_release_without_source",
+        {f"{C0}.images": {"slurm_version": "26.05.5"}},
+        [
+            (
+                f"{C0}.images.slurm_source",
+                "Slurm 26.05.5 has no pinned source (the pinned release is 24.11.5): give its url and sha256",
+            )
+        ],
+    ),
+    Case(
+        "slurm_source_checksum_not_sha256",
+        {f"{C0}.images": {"slurm_version": "26.05.5", "slurm_source": {"url": "https://x/s.tar.bz2", "sha256": "abc"}}},
+        [(f"{C0}.images.slurm_source.sha256", "String should match pattern '^[0-9a-f]{64}$'")],
+    ),
+    Case(
+        "fsx_lustre_on_debian",
+        {f"{C0}.storage.fsx_lustre": {}},
+        [
+            (
+                f"{C0}.storage.fsx_lustre",
+                "AWS publishes no FSx for Lustre client for base_os debian13: choose another images.base_os",
+            )
         ],
     ),
 ]

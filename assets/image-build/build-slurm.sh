@@ -1,0 +1,44 @@
+#!/bin/bash
+# Image build step 2: build Slurm from its source release, the checksum verified before anything is unpacked, and
+# install it with its systemd units, the slurm account and its directories.
+#
+#   build-slurm.sh SOURCE SHA256 VERSION
+#
+# SOURCE is a URL or a local file (the local cloud passes its cached copy of the same tarball); the recipe's values
+# come from cluster_config/slurm_release.py. Executed by `make test` on Debian 13.
+set -euo pipefail
+source_ref="$1" sha256="$2" version="$3"
+# The slurm account has the same ids on every image: controller, backup and compute share StateSaveLocation on EFS.
+SLURM_UID=64030 SLURM_GID=64030
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -f "$source_ref" ]; then cp "$source_ref" "$work/slurm.tar"; else curl -fsSL -o "$work/slurm.tar" "$source_ref"; fi
+if ! echo "$sha256  $work/slurm.tar" | sha256sum --check --quiet; then
+  echo "build-slurm.sh: $source_ref does not match sha256 $sha256" >&2
+  exit 1
+fi
+mkdir "$work/src"
+tar -xaf "$work/slurm.tar" -C "$work/src" --strip-components=1
+meta_version="$(awk '$1=="Major:"{M=$2} $1=="Minor:"{m=$2} $1=="Micro:"{u=$2} END{print M"."m"."u}' "$work/src/META")"
+if [ "$meta_version" != "$version" ]; then
+  echo "build-slurm.sh: the source is Slurm $meta_version, the image asks for $version" >&2
+  exit 1
+fi
+
+cd "$work/src"
+# --enable-cgroupv2 makes configure fail without the dbus headers the cgroup/v2 plugin needs (instead of silently
+# building no plugin); --with-systemdsystemunitdir puts the units where systemd looks.
+./configure --prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var --runstatedir=/run \
+  --with-munge --enable-pam --enable-cgroupv2 --with-systemdsystemunitdir=/usr/lib/systemd/system \
+  > "$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 1; }
+make -j "$(nproc)" > "$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }
+make install > /dev/null
+ldconfig
+
+getent group slurm >/dev/null || groupadd --system --gid "$SLURM_GID" slurm
+id slurm >/dev/null 2>&1 || useradd --system --uid "$SLURM_UID" --gid slurm --home-dir /var/lib/slurm \
+  --shell /usr/sbin/nologin slurm
+install -d -o slurm -g slurm -m 0755 /etc/slurm /var/spool/slurmctld /var/log/slurm /var/lib/slurm
+install -d -o root -g root -m 0755 /var/spool/slurmd
+echo "Slurm $version built from $source_ref (sha256 $sha256)" > /etc/slurm/BUILD-INFO

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Image build step 3: the elastic-slurm plugin and the node programs.
+#
+#   install-plugin.sh ASSETS_DIR SOURCE_DIR
+#
+# ASSETS_DIR is the unpacked assets/ directory of the deployment (bootstrap, health checks, prolog, systemd units);
+# SOURCE_DIR the project source (pyproject.toml + packages), pip-installed into /opt/elastic-slurm/venv with a Python
+# >= 3.11 (python3.11 where the OS's python3 is older). Every console script of pyproject.toml is linked into
+# /opt/elastic-slurm/bin. Executed by `make test` on Debian 13.
+set -euo pipefail
+assets="$1" source_dir="$2"
+prefix=/opt/elastic-slurm
+
+python=""
+for candidate in python3.13 python3.12 python3.11 python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    python=$(command -v "$candidate"); break
+  fi
+done
+[ -n "$python" ] || { echo "install-plugin.sh: no Python >= 3.11 on this image" >&2; exit 1; }
+
+rm -rf "$prefix/venv"
+"$python" -m venv "$prefix/venv"
+"$prefix/venv/bin/pip" install --quiet --no-cache-dir "$source_dir"
+install -d "$prefix/bin"
+scripts=$("$prefix/venv/bin/python" -c '
+import sys, tomllib
+print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["scripts"]))' "$source_dir/pyproject.toml")
+for tool in $scripts; do
+  ln -sfn "$prefix/venv/bin/$tool" "$prefix/bin/$tool"
+done
+
+for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs health/elastic-slurm-healthcheck \
+    health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
+  install -m 0755 "$assets/$program" "$prefix/bin/"
+done
+install -m 0644 "$assets/health/elastic-slurm-longcheck.sbatch" "$prefix/bin/"
+# Units only: the controller's boot script enables the cluster manager (and the license sync timer when the config
+# syncs licenses); compute nodes never start them.
+install -m 0644 "$assets"/systemd/*.service "$assets"/systemd/*.timer /etc/systemd/system/
+systemctl daemon-reload
+systemctl enable munge

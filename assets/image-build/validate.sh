@@ -1,0 +1,39 @@
+#!/bin/bash
+# Image validate step: what every image must hold, checked on the built image (AWS: the validate phase; tests: the
+# local cloud's image root right after its build).
+#
+#   validate.sh VERSION
+set -euo pipefail
+version="$1"
+prefix=/opt/elastic-slurm
+fail() { echo "validate.sh: $*" >&2; exit 1; }
+
+for daemon in slurmctld slurmd; do
+  "/usr/sbin/$daemon" -V | grep -qx "slurm $version" || fail "$daemon is not Slurm $version: $(/usr/sbin/$daemon -V)"
+done
+# slurmdbd -V reads slurmdbd.conf first (24.11), which an image has not: check it is there and fully linked
+[ -x /usr/sbin/slurmdbd ] || fail "no slurmdbd"
+! ldd /usr/sbin/slurmdbd | grep -q "not found" || fail "slurmdbd misses libraries: $(ldd /usr/sbin/slurmdbd | grep 'not found')"
+for client in sinfo squeue sbatch srun scontrol sacctmgr; do command -v "$client" >/dev/null || fail "no $client"; done
+plugins=$(dirname "$(find /usr/lib /usr/lib64 -name cgroup_v2.so -path '*slurm*' 2>/dev/null | head -1)")
+[ "$plugins" != . ] || fail "no cgroup/v2 plugin (was Slurm configured without dbus?)"
+for plugin in accounting_storage_slurmdbd accounting_storage_mysql auth_munge cred_munge select_cons_tres \
+    proctrack_cgroup task_cgroup task_affinity; do
+  [ -f "$plugins/$plugin.so" ] || fail "no Slurm plugin $plugin in $plugins"
+done
+command -v munged >/dev/null || fail "no munged"
+id slurm >/dev/null || fail "no slurm account"
+id munge >/dev/null || fail "no munge account"
+for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-longcheck; do
+  [ -f "/etc/systemd/system/$unit.service" ] || [ -f "/usr/lib/systemd/system/$unit.service" ] || fail "no unit $unit"
+done
+for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
+  [ -x "$prefix/bin/$program" ] || fail "no $prefix/bin/$program"
+done
+for tool in "$prefix"/venv/bin/slurm-* "$prefix/venv/bin/elastic-slurm"; do
+  [ -x "$prefix/bin/$(basename "$tool")" ] || fail "$(basename "$tool") is not linked into $prefix/bin"
+done
+"$prefix/bin/elastic-slurm" --help >/dev/null || fail "elastic-slurm does not run"
+"$prefix/bin/slurm-clustermgr" --help >/dev/null || fail "slurm-clustermgr does not run"
+command -v aws >/dev/null || fail "no aws CLI"
+echo "image valid: Slurm $version, plugin $("$prefix/venv/bin/pip" show elastic-slurm | sed -n 's/^Version: //p')"

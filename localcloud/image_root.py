@@ -1,0 +1,239 @@
+"""The image root: the controller and compute image, built here by the image component's own scripts.
+
+EC2 Image Builder runs `assets/imagebuilder/slurm.yaml`, which only calls the scripts of `assets/image-build/`. This
+module runs the same scripts, in the same order and with the same arguments, in a Debian 13 root file system (the
+base OS the tests execute), so the image the local cloud boots is the image the component builds:
+
+    os-packages.sh → build-munge.sh → build-slurm.sh <tarball> <sha256> <version> → install-plugin.sh → validate.sh
+
+The Slurm source is the pinned release of `cluster_config.slurm_release`, downloaded once into the root cache and
+passed to build-slurm.sh as a local file (the script verifies its sha256). Two layers, each cached by its inputs and
+built atomically (a temporary directory renamed when complete):
+
+- the Slurm layer (base system, packages, munge, Slurm): ~10 minutes on 2 cores, rebuilt only when those scripts,
+  the release or the checksum change;
+- the image layer (a copy of the Slurm layer + the plugin, the node programs and the units): about a minute, rebuilt
+  when install-plugin.sh, validate.sh, assets/ or the project's dependencies change.
+
+What the local cloud adds to the image and AWS does not (listed in docs/local-cloud.md): the systemctl stand-in and
+the bind-source shim (machine parts, installed before the steps, as systemd is on an AMI), the job user, and links
+that make the venv import the project source mounted at /opt/elastic-slurm/src, so code edits need no rebuild.
+aws-tools.sh (AWS CLI installer, CloudWatch agent, efs-utils, Lustre client) is not run: it downloads from AWS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from cluster_config import slurm_release
+from localcloud.layout import REPO_ROOT
+from stacks.image_source import PROJECT_SOURCE
+
+SUITE = "trixie"  # Debian 13, the executed base OS
+# What Debian's official AMI has that the first step needs (the component's python3 -m zipfile, curl)
+BASE_PACKAGES = ["ca-certificates", "curl", "python3", "procps"]
+STEPS = REPO_ROOT / "assets" / "image-build"
+SLURM_STEPS = ("os-packages.sh", "build-munge.sh", "build-slurm.sh")
+PLUGIN_STEPS = ("install-plugin.sh", "validate.sh")
+PROJECT_PACKAGES = ("cluster_config", "elastic_slurm", "slurm_plugin")
+ASSETS_IN_ROOT = "/opt/elastic-slurm/assets"
+SOURCE_IN_BUILD = "/tmp/elastic-slurm-source"
+HOST_CA = "/tmp/elastic-slurm-build-ca.crt"  # in the root, during the build only (see _machine)
+LAYER_RECIPE = "1"  # bump when this module's way of building a layer changes
+
+
+class ImageBuildError(RuntimeError):
+    """A step of the image build failed (one line naming the step and its log)."""
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _tree_text(path: Path) -> list[tuple[str, str]]:
+    """(relative path, sha256) of every file under `path`, sorted: a directory's content as a cache-key input."""
+    return sorted(
+        (str(f.relative_to(path)), hashlib.sha256(f.read_bytes()).hexdigest())
+        for f in path.rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts
+    )
+
+
+def slurm_layer_key() -> str:
+    """Cache key of the Slurm layer: the base, its build steps, the release and its checksum."""
+    steps = [(name, (STEPS / name).read_text()) for name in SLURM_STEPS]
+    return _digest(LAYER_RECIPE, SUITE, BASE_PACKAGES, steps, slurm_release.VERSION, slurm_release.SOURCE_SHA256)
+
+
+def image_layer_key(extra: object) -> str:
+    """Cache key of the image layer: the Slurm layer + the plugin steps, assets/, the project's dependencies and
+    `extra` (the local cloud's own additions)."""
+    steps = [(name, (STEPS / name).read_text()) for name in PLUGIN_STEPS]
+    project = [(name, (REPO_ROOT / name).read_text()) for name in ("pyproject.toml", "requirements.txt")]
+    return _digest(slurm_layer_key(), steps, _tree_text(REPO_ROOT / "assets"), project, extra)
+
+
+def source_tarball(cache: Path) -> Path:
+    """The pinned release's source tarball, downloaded once into `cache`/sources (build-slurm.sh checks its sha256)."""
+    target = cache / "sources" / slurm_release.SOURCE_URL.rsplit("/", 1)[-1]
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        try:
+            with urllib.request.urlopen(slurm_release.SOURCE_URL, timeout=120) as answer, open(partial, "wb") as out:
+                shutil.copyfileobj(answer, out)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise ImageBuildError(f"cannot download {slurm_release.SOURCE_URL}: {exc}") from None
+        partial.rename(target)
+    return target
+
+
+@contextmanager
+def _machine(root: Path) -> Iterator[None]:
+    """/proc, /dev, name resolution and the test machine's CA bundle inside `root` while steps run; undone after.
+
+    The CA bundle: this machine's network may intercept TLS with its own CA (the host's bundle trusts it, Debian's
+    does not), so pip and curl in the steps are pointed at a copy of the host's bundle (HOST_CA, run_step's
+    environment) — the image's own CA store is not changed."""
+    shutil.copy("/etc/resolv.conf", root / "etc" / "resolv.conf")
+    shutil.copy(host_ca_bundle(), root / HOST_CA.lstrip("/"))
+    mounted: list[Path] = []
+    try:
+        for target, argv in (
+            (root / "proc", ["mount", "-t", "proc", "proc"]),
+            (root / "dev", ["mount", "--bind", "/dev"]),
+        ):
+            subprocess.run([*argv, str(target)], check=True, capture_output=True)
+            mounted.append(target)
+        yield
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", "--lazy", str(target)], capture_output=True)
+        (root / "etc" / "resolv.conf").unlink(missing_ok=True)
+        (root / HOST_CA.lstrip("/")).unlink(missing_ok=True)
+
+
+def host_ca_bundle() -> str:
+    """The CA bundle this machine's own pip/curl use."""
+    for candidate in (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise ImageBuildError("no CA bundle on this machine (/etc/ssl/certs/ca-certificates.crt)")
+
+
+def run_step(root: Path, log: Path, script: str, *args: str) -> None:
+    """Run one build step of the component inside `root`, as Image Builder's ExecuteBash does (bash, as root)."""
+    started = time.monotonic()
+    with open(log, "ab") as out:
+        out.write(f"\n==== {script} {' '.join(args)}\n".encode())
+        out.flush()
+        environment = [
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root",
+            "LANG=C.UTF-8",
+            *(f"{name}={HOST_CA}" for name in ("PIP_CERT", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE")),
+        ]
+        result = subprocess.run(
+            [
+                "chroot",
+                str(root),
+                "/usr/bin/env",
+                "-i",
+                *environment,
+                "bash",
+                f"{ASSETS_IN_ROOT}/image-build/{script}",
+                *args,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        out.write(f"==== {script}: exit {result.returncode} after {time.monotonic() - started:.0f} s\n".encode())
+    if result.returncode != 0:
+        raise ImageBuildError(f"image step {script} failed (exit {result.returncode}); see {log}")
+
+
+def _copy_assets(root: Path) -> None:
+    """What the component's UnpackAssets step does: assets/ (minus the component YAML) to /opt/elastic-slurm/assets."""
+    target = root / ASSETS_IN_ROOT.lstrip("/")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(REPO_ROOT / "assets", target, ignore=shutil.ignore_patterns("imagebuilder", "__pycache__"))
+
+
+def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:
+    """Debian 13 + os-packages.sh + build-munge.sh + build-slurm.sh, into `final` (atomic)."""
+    tarball = source_tarball(cache)
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    argv = ["mmdebstrap", "--variant=apt", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(tmp)]
+    with open(log, "ab") as out:
+        if subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ImageBuildError(f"mmdebstrap {SUITE} failed; see {log}")
+    try:
+        _copy_assets(tmp)
+        shutil.copy(tarball, tmp / "tmp" / tarball.name)
+        with _machine(tmp):
+            run_step(tmp, log, "os-packages.sh")
+            run_step(tmp, log, "build-munge.sh")
+            run_step(
+                tmp, log, "build-slurm.sh", f"/tmp/{tarball.name}", slurm_release.SOURCE_SHA256, slurm_release.VERSION
+            )
+        (tmp / "tmp" / tarball.name).unlink()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _publish(tmp, final)
+
+
+def build_image_layer(slurm_layer: Path, tmp: Path, log: Path, prepare: Callable[[Path], None]) -> None:
+    """A copy of the Slurm layer + install-plugin.sh + validate.sh, into `tmp` (the caller publishes it, or removes
+    it on failure). `prepare(root)` installs the local machine's parts first (the systemctl stand-in the steps call)."""
+    subprocess.run(["cp", "-a", "--reflink=auto", str(slurm_layer), str(tmp)], check=True)
+    prepare(tmp)
+    _copy_assets(tmp)
+    source = tmp / SOURCE_IN_BUILD.lstrip("/")
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
+    for name in PROJECT_SOURCE:
+        path = REPO_ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(path, source / name)
+    with _machine(tmp):
+        run_step(tmp, log, "install-plugin.sh", ASSETS_IN_ROOT, SOURCE_IN_BUILD)
+        run_step(tmp, log, "validate.sh", slurm_release.VERSION)
+    shutil.rmtree(source)
+
+
+def link_mounted_source(root: Path, src_in_root: str) -> None:
+    """Local cloud only: the venv imports the project from the source mounted at `src_in_root` (code edits need no
+    rebuild); what pip installed is replaced by links to it, the console scripts pip wrote stay as they are."""
+    for site in (root / "opt/elastic-slurm/venv/lib").glob("python3*/site-packages"):
+        for package in PROJECT_PACKAGES:
+            installed = site / package
+            if installed.is_dir() and not installed.is_symlink():
+                shutil.rmtree(installed)
+            installed.unlink(missing_ok=True)
+            installed.symlink_to(f"{src_in_root}/{package}")
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    if final.exists():  # another builder won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(final)
