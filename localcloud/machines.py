@@ -13,9 +13,8 @@ client on the controller, so tests and users on the host talk to the cluster wit
 
 from __future__ import annotations
 
-import shutil
-
 import shlex
+import shutil
 from pathlib import Path
 
 from localcloud import enter

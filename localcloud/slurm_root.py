@@ -37,7 +37,7 @@ ROOT_CACHE = Path(os.environ.get("ELASTIC_SLURM_ROOT_CACHE", "/var/cache/elastic
 SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
 VENV_IN_ROOT = "/opt/elastic-slurm/venv"  # where the image pip-installs the project
-RECIPE_VERSION = "6"  # bump when the customization below changes
+RECIPE_VERSION = "7"  # bump when the customization below changes
 BIND_SOURCE_C = REPO_ROOT / "localcloud" / "native" / "bind_source.c"
 BIND_SOURCE_SO = "/opt/elastic-slurm/lib/local-cloud/bind_source.so"  # inside the root
 SYSTEMCTL_SHIM = REPO_ROOT / "localcloud" / "native" / "systemctl"  # no systemd in a chroot: see the script
@@ -125,7 +125,7 @@ def _key(rel: Release) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _local_additions() -> list[str]:
+def _local_additions() -> list[object]:
     """Inputs of what the local cloud adds to the image (part of the image root's key)."""
     return [RECIPE_VERSION, BIND_SOURCE_C.read_text(), sorted(console_scripts().items())]
 

@@ -17,6 +17,7 @@ import yaml
 from aws_cdk.assertions import Match, Template
 from setuptools import find_packages
 
+from cluster_config import slurm_release
 from slurm_plugin.render.cluster import RenderOptions
 from stacks.user_data import boot_commands
 from tests.cdk.conftest import REPO_ROOT, Assembly
@@ -28,7 +29,6 @@ IMAGES = "es-minimal-images"
 COMPONENT = REPO_ROOT / "assets" / "imagebuilder" / "slurm.yaml"
 CLUSTERMGR_UNIT = REPO_ROOT / "assets" / "systemd" / "slurm-clustermgr.service"
 BIN = "/opt/elastic-slurm/bin"
-VENV = "/opt/elastic-slurm/venv"
 NOT_SHIPPED = ("localcloud", "tests", "stacks", "lambdas", ".venv", "node_modules", "cdk.out", ".git", "bench")
 
 
@@ -150,13 +150,25 @@ def test_build_instance_role_may_read_the_source_asset(images: Template, source:
     assert builder_roles and builder_roles <= reading_roles
 
 
-def test_component_installs_into_a_venv_and_links_every_console_script() -> None:
+def test_component_installs_the_unpacked_source_with_the_install_step() -> None:
+    # what install-plugin.sh then does (venv, pip, every console script linked) is executed by the image root
+    # build and checked in tests/e2e/test_image_build.py
     commands = _component_commands()
-    assert f"-m venv {VENV}" in commands
-    assert f"{VENV}/bin/pip install --quiet /tmp/elastic-slurm-source" in commands
-    linked = commands.split("for tool in", 1)[1].split("; do", 1)[0].replace("\\\n", " ").split()
-    assert sorted(linked) == sorted(_scripts())
-    assert f'ln -sfn "{VENV}/bin/$tool" "{BIN}/$tool"' in commands
+    assert "python3 -m zipfile -e /tmp/elastic-slurm-source.zip /tmp/elastic-slurm-source" in commands
+    assert "image-build/install-plugin.sh /opt/elastic-slurm/assets /tmp/elastic-slurm-source" in commands
+    install = (REPO_ROOT / "assets" / "image-build" / "install-plugin.sh").read_text(encoding="utf-8")
+    assert '"$prefix/venv/bin/pip" install --quiet --no-cache-dir "$source_dir"' in install
+    assert "prefix=/opt/elastic-slurm" in install and '["project"]["scripts"]' in install
+
+
+def test_recipes_pass_the_pinned_slurm_source_to_the_component(images: Template) -> None:
+    for recipe in images.find_resources("AWS::ImageBuilder::ImageRecipe").values():
+        parameters = {
+            p["Name"]: p["Value"] for c in recipe["Properties"]["Components"] for p in c.get("Parameters", [])
+        }
+        assert parameters["SlurmVersion"] == [slurm_release.VERSION]
+        assert parameters["SlurmSourceUrl"] == [slurm_release.SOURCE_URL]
+        assert parameters["SlurmSourceSha256"] == [slurm_release.SOURCE_SHA256]
 
 
 def test_render_defaults_point_at_programs_the_image_provides() -> None:
@@ -166,7 +178,9 @@ def test_render_defaults_point_at_programs_the_image_provides() -> None:
         assert program.startswith(f"{BIN}/")
         assert program.removeprefix(f"{BIN}/") in _scripts()
     assert options.prolog_program is not None
-    assert f"prolog-wait-for-boot.sh {BIN}/" in commands
+    assert options.prolog_program.startswith(f"{BIN}/")
+    install = (REPO_ROOT / "assets" / "image-build" / "install-plugin.sh").read_text(encoding="utf-8")
+    assert "slurm/prolog-wait-for-boot.sh" in install and "image-build/install-plugin.sh" in commands
 
 
 def test_cluster_manager_unit_runs_the_linked_script_on_the_default_manifest() -> None:

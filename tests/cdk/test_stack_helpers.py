@@ -52,6 +52,7 @@ def test_gpu_and_graviton_pools_get_their_own_image_flavors() -> None:
 def test_parent_images_come_from_public_parameters_or_the_operators_rocky_parameter() -> None:
     assert parent_image("al2023", "arm64") == "ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-arm64"
     assert parent_image("rocky9", "x86_64") == "ssm:/elastic-slurm/base-ami/rocky9-x86_64"
+    assert parent_image("debian13", "arm64") == "ssm:/aws/service/debian/release/13/latest/arm64"
     assert "red-hat-enterprise-linux-9-x86" in parent_image("rhel9", "x86_64")
 
 

@@ -1,7 +1,7 @@
 """Tested equals deployed: the local cloud runs Slurm the way an EC2 instance runs it.
 
 Each test pins one promise of docs/local-cloud.md's fidelity table on the session cloud (tests/e2e/conftest.py):
-the current Slurm release from the Debian root, the production users (slurmctld and slurmdbd as `slurm`, the plugin
+the pinned Slurm release from the image root the component's scripts built, the production users (slurmctld and slurmdbd as `slurm`, the plugin
 programs therefore as `slurm`, jobs of an ordinary user), and configless compute nodes that get every partition
 from slurmctld with no slurm.conf on their own disk.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cluster_config import slurm_release
 from localcloud import controller_boot, enter, procs, slurm_root
 from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud, LocalCloudError
@@ -63,15 +64,19 @@ def _uid_of(pid: int) -> int:
     raise AssertionError(f"no Uid in /proc/{pid}/status")
 
 
-def test_slurm_is_the_current_release_from_the_debian_root(cloud: LocalCloud) -> None:
+def test_slurm_is_the_pinned_release_from_the_image_root(cloud: LocalCloud) -> None:
     config = dict(
         (key.strip(), value.strip())
         for key, _, value in (line.partition(" = ") for line in cloud.slurm("scontrol", "show", "config").splitlines())
     )
-    version = config["SLURM_VERSION"]
-    assert version.startswith(slurm_root.DEFAULT_SLURM + "."), version
-    assert cloud.info().slurm_version == version
-    assert Path(cloud.info().slurm_root) == slurm_root.root_path(slurm_root.DEFAULT_SLURM)
+    assert config["SLURM_VERSION"] == slurm_release.VERSION
+    assert cloud.info().slurm_version == slurm_release.VERSION
+    root = Path(cloud.info().slurm_root)
+    assert root == slurm_root.root_path(slurm_root.DEFAULT_SLURM)
+    # built by the component's build-slurm.sh from the pinned tarball, not installed from a distribution's package
+    build_info = (root / "etc/slurm/BUILD-INFO").read_text()
+    assert f"Slurm {slurm_release.VERSION} built from" in build_info and slurm_release.SOURCE_SHA256 in build_info
+    assert not list((root / "var/lib/dpkg/info").glob("slurm*.list"))
 
 
 def test_slurmctld_and_slurmdbd_run_as_slurm_and_the_plugin_writes_as_slurm(cloud: LocalCloud) -> None:
