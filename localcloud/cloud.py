@@ -29,9 +29,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import boot_data, conf, controller_boot, daemons, enter, machines, procs, slurm_root
+from localcloud import boot_data, cloud_iam, conf, controller_boot, daemons, enter, machines, procs, slurm_root
 from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
+from localcloud.iam import Credentials
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from slurm_plugin.instance_cache import CacheError
@@ -39,7 +40,6 @@ from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
 
 LOG = logging.getLogger(__name__)
-DUMMY_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
 PLUGIN_PROGRAMS = ("slurm-resume", "slurm-suspend", "slurm-resume-fail", "slurm-pool-protection")
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
@@ -203,10 +203,22 @@ class LocalCloud(CloudOps):
         return machines.instance_view(self.layout, Path(info.slurm_root), instance_id)
 
     def aws(self) -> EmulatedAws:
-        """A handle on the running emulated AWS (faults, call counts, clients); never used to stop it."""
+        """A handle on the running emulated AWS (faults, call counts, clients signing as the harness's admin while
+        IAM is enforced); never used to stop it."""
         info = self.info()
         pid = procs.read_pid(self.layout.pid_file("emulated-aws")) or 0
-        return EmulatedAws(url=info.aws_endpoint_url, pid=pid)
+        handle = EmulatedAws(url=info.aws_endpoint_url, pid=pid)
+        principals = cloud_iam.load(self.layout)
+        if principals is not None:
+            handle.access_key = (principals.admin.access_key_id, principals.admin.secret_access_key, None)
+        return handle
+
+    def principals(self) -> cloud_iam.CloudPrincipals:
+        """The IAM principals of this running cloud (LocalCloudError when it has none)."""
+        principals = cloud_iam.load(self.layout)
+        if principals is None:
+            raise LocalCloudError(f"no IAM principals recorded in {self.layout.root}")
+        return principals
 
     # ------------------------------------------------------------------ up
     def up(
@@ -217,8 +229,13 @@ class LocalCloud(CloudOps):
         boot_failure_rate: float = 0.0,
         shared_with: LocalCloud | None = None,
         manager: bool = False,
+        iam_without: tuple[str, ...] = (),
     ) -> CloudInfo:
         """Start everything; on any failure, stop what was started and raise LocalCloudError.
+
+        The controller and the instances call the emulated AWS as IAM principals holding the roles' own statements,
+        with enforcement on (localcloud.cloud_iam); `iam_without` drops statements (by Sid) from the controller's, so
+        a test can show what a missing permission breaks.
 
         The controller's boot starts the cluster manager as on EC2 only with `manager=True`; otherwise its unit is
         enabled but not started (tests drive single passes with `slurm-clustermgr --once`, see docs/local-cloud.md).
@@ -242,6 +259,7 @@ class LocalCloud(CloudOps):
         self.layout.create()
         self._root = root
         self._manager = manager
+        self._iam_without = iam_without
         self.set_boot(boot_delay=boot_delay, boot_failure_rate=boot_failure_rate, fail_boots=0)
         try:
             return self._up(config, cluster, Path(config_path).resolve(), shared_with)
@@ -334,12 +352,12 @@ class LocalCloud(CloudOps):
             except daemons.DaemonError as exc:
                 raise LocalCloudError(str(exc)) from None
             db_secret = conf.db_secret(ports, db_password)
-        values = {
-            **boot.values,
-            **controller_boot.publish(factory, cluster, config_path, infra, db_secret),
-            **self._machine_values(aws.url, ports),
-        }
-        self._write_wrappers(aws.url)
+        controller_values = controller_boot.publish(factory, cluster, config_path, infra, db_secret)
+        # from here on every request is signed by a principal holding what its role holds
+        admin = shared.principals().admin if shared is not None else None
+        principals = cloud_iam.install(aws, layout, cluster, infra, admin, self._iam_without)
+        values = {**boot.values, **controller_values, **self._machine_values(aws.url, ports, principals.controller)}
+        self._write_wrappers(aws.url, principals.controller)
         info = CloudInfo(
             cluster=cluster.name,
             config_path=str(config_path),
@@ -373,7 +391,7 @@ class LocalCloud(CloudOps):
         LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
         return info
 
-    def _machine_values(self, aws_url: str, ports: conf.Ports) -> dict[str, str]:
+    def _machine_values(self, aws_url: str, ports: conf.Ports, role: Credentials) -> dict[str, str]:
         """What this machine adds to the controller's env file: the emulated endpoint and credentials (the instance
         profile on EC2), the render overrides (ports, paths under the state dir, timers) and where the systemctl
         stand-in keeps its PID files; plus the marker every process of this cloud carries."""
@@ -382,7 +400,7 @@ class LocalCloud(CloudOps):
         overrides.write_text(json.dumps(conf.render_overrides(layout, ports), indent=2))
         return {
             "AWS_ENDPOINT_URL": aws_url,
-            **DUMMY_AWS_ENV,
+            **role.env(),
             "ES_RENDER_OVERRIDES": str(overrides),
             "ES_LOCAL_UNIT_DIR": str(layout.run / "units"),
             "ES_STATE_DIR": str(layout.plugin_state),
@@ -392,13 +410,13 @@ class LocalCloud(CloudOps):
             "ES_LOCAL_UNITS_SKIP": "" if self._manager else "slurm-clustermgr.service",
         }
 
-    def _write_wrappers(self, aws_url: str) -> None:
+    def _write_wrappers(self, aws_url: str, role: Credentials) -> None:
         env = {
             "ELASTIC_SLURM_MANIFEST": str(self.layout.manifest),
             "PATH": f"{slurm_root.BIN_IN_ROOT}:{enter.ROOT_PATH}",
             "AWS_ENDPOINT_URL": aws_url,
             daemons.CLOUD_MARKER: str(self.layout.root),
-            **DUMMY_AWS_ENV,
+            **role.env(),
         }
         for program in PLUGIN_PROGRAMS:
             path = self.layout.bin / program

@@ -16,14 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stacks.iam_policies import (
-    ArnScope,
-    RegionTarget,
-    compute_statements,
-    deconfigure_statements,
-    document,
-    fleet_statements,
-)
+from stacks.iam_policies import ArnScope, RegionTarget, deconfigure_statements, document, fleet_statements
+from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
 
 if TYPE_CHECKING:
     from localcloud.emulated_aws import EmulatedAws
@@ -46,14 +40,22 @@ class Credentials:
 
 
 def role_documents(
-    cluster: str, targets: list[RegionTarget], scope: ArnScope | None = None
+    cluster: str,
+    targets: list[RegionTarget],
+    scope: ArnScope | None = None,
+    controller: ControllerResources | None = None,
+    munge_owner: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Policy documents per role, from the stacks' statement builders: controller, compute and deconfigure."""
+    """Policy documents per role, from the statement builders the stacks attach: controller (launch/terminate, every
+    node's reads, the controller's own reads), compute and deconfigure."""
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
+    munge = munge_secret_pattern(arns, munge_owner or cluster)
+    node = node_statements(arns, cluster, regions, munge)
+    own = controller or ControllerResources(config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster}-assets/*")
     return {
-        "controller": document(fleet_statements(arns, cluster, targets)),
-        "compute": document(compute_statements(arns, cluster)),
+        "controller": document([*fleet_statements(arns, cluster, targets), *node, *controller_statements(own)]),
+        "compute": document(node),
         "deconfigure": document(deconfigure_statements(arns, cluster, regions)),
     }
 
@@ -74,16 +76,20 @@ def without_statement(policy: dict[str, Any], sid: str) -> dict[str, Any]:
     return {**policy, "Statement": kept}
 
 
-def create_principals(aws: EmulatedAws, documents: dict[str, dict[str, Any]]) -> dict[str, Credentials]:
-    """One IAM user per role holding the action projection of its document, plus `admin` (allows all) for the
-    harness; returns each user's credentials. Call before `aws.enforce_iam(...)`."""
+def create_principals(
+    aws: EmulatedAws, documents: dict[str, dict[str, Any]], prefix: str = "", admin: bool = True
+) -> dict[str, Credentials]:
+    """One IAM user per role (named `prefix` + role) holding the action projection of its document, plus `admin`
+    (allows all, for the harness) unless `admin` is False; returns each user's credentials by role. Create the admin
+    before `aws.enforce_iam(...)`; later principals are created through a handle signing as that admin."""
     iam = aws.client("iam")
-    admin = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-    wanted = {ADMIN: admin, **{name: action_projection(doc) for name, doc in documents.items()}}
+    everything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    wanted = {**({ADMIN: everything} if admin else {}), **{n: action_projection(d) for n, d in documents.items()}}
     created: dict[str, Credentials] = {}
     for name, policy in wanted.items():
-        iam.create_user(UserName=name)
-        iam.put_user_policy(UserName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName=name)["AccessKey"]
+        user = name if name == ADMIN else f"{prefix}{name}"
+        iam.create_user(UserName=user)
+        iam.put_user_policy(UserName=user, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user)["AccessKey"]
         created[name] = Credentials(key["AccessKeyId"], key["SecretAccessKey"])
     return created

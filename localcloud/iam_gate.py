@@ -50,6 +50,24 @@ def request_params(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
     return params
 
 
+def s3_action(method: str, path: str) -> str:
+    """The IAM action of an S3 REST request (path-style, as the emulated endpoint is addressed): object or bucket by
+    whether the path names a key. The harness creates buckets before enforcement; nodes only read and write objects."""
+    has_key = "/" in path.strip("/")
+    if has_key:
+        return {"GET": "GetObject", "HEAD": "GetObject", "PUT": "PutObject", "DELETE": "DeleteObject"}.get(method, "")
+    return {"GET": "ListBucket", "HEAD": "ListBucket", "PUT": "CreateBucket", "DELETE": "DeleteBucket"}.get(method, "")
+
+
+def s3_error(error: Any) -> Any:
+    """A WSGI response for one of moto's S3 errors (a ServiceException, not an HTTP exception): 403 with S3's XML."""
+    from werkzeug.wrappers import Response
+
+    body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{error.code}</Code><Message>{error.message}</Message></Error>"
+    status = 403 if "Denied" in error.code or "Signature" in error.code or "AccessKey" in error.code else 400
+    return Response(body, status=status, content_type="application/xml")
+
+
 def credential_scope(environ: dict[str, Any]) -> tuple[str, str]:
     """(service, region) from the SigV4 Authorization header ("", "") when unsigned."""
     auth = str(environ.get("HTTP_AUTHORIZATION", ""))
@@ -95,7 +113,8 @@ class IamGate:
 
     def _check(self, environ: dict[str, Any], path: str, body: bytes) -> Any:
         """None when allowed, else moto's error (a WSGI-callable werkzeug HTTPException)."""
-        from moto.iam.access_control import IAMRequest
+        from moto.core.exceptions import ServiceException
+        from moto.iam.access_control import IAMRequest, S3IAMRequest
         from werkzeug.datastructures import EnvironHeaders
         from werkzeug.exceptions import Forbidden, HTTPException
 
@@ -103,20 +122,25 @@ class IamGate:
         if "AWS4-HMAC-SHA256" not in headers.get("Authorization", ""):
             return Forbidden("MissingAuthenticationToken: IAM is enforced; sign the request")
         query = str(environ.get("QUERY_STRING", ""))
+        method = str(environ.get("REQUEST_METHOD", "GET"))
+        s3 = credential_scope(environ)[0] == "s3"
+        kind = S3IAMRequest if s3 else IAMRequest
         try:
-            request = IAMRequest(
+            request = kind(
                 account_id=ACCOUNT,
-                method=str(environ.get("REQUEST_METHOD", "GET")),
+                method=method,
                 path=path + (f"?{query}" if query else ""),
-                data=dict(parse_qsl(body.decode("utf-8", "replace"))),
+                data={} if s3 else dict(parse_qsl(body.decode("utf-8", "replace"))),
                 body=body,
                 headers=headers,  # type: ignore[arg-type]  # a case-insensitive mapping, as moto's own is
-                action=request_action(environ, body),
+                action=s3_action(method, path) if s3 else request_action(environ, body),
             )
             request.check_signature()
             request.check_action_permitted("*")
         except HTTPException as error:  # moto's AuthFailure / AccessDenied / InvalidClientTokenId
             return error
+        except ServiceException as error:  # S3's errors: serialized here as S3 answers them (XML, 403)
+            return s3_error(error)
         return None
 
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

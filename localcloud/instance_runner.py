@@ -28,7 +28,7 @@ from typing import Any
 
 import boto3
 
-from localcloud import enter, machines, procs
+from localcloud import cloud_iam, enter, machines, procs
 from localcloud.boot_data import BootData, write_user_data
 from localcloud.daemons import CLOUD_MARKER
 from localcloud.emulated_aws import DUMMY_CREDENTIALS
@@ -41,14 +41,15 @@ LOG = logging.getLogger("instance-runner")
 POLL_SECONDS = 1.0
 
 
-def ec2_client(endpoint_url: str, region: str) -> Any:
-    """A boto3 EC2 client for the emulated AWS."""
+def ec2_client(endpoint_url: str, region: str, credentials: dict[str, str]) -> Any:
+    """A boto3 EC2 client for the emulated AWS, signing with `credentials` (AWS_ACCESS_KEY_ID/..._SECRET_...)."""
     return boto3.client(
         "ec2",
         region_name=region,
         endpoint_url=endpoint_url,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
     )
 
 
@@ -104,7 +105,13 @@ class Runner:
         self.root = Path(cloud["slurm_root"])
         self.user_data = BootData(values=dict(cloud["compute_user_data"]))
         self.aws_endpoint = str(cloud["aws_endpoint_url"])
-        self.clients = {region: ec2_client(cloud["aws_endpoint_url"], region) for region in cloud["regions"]}
+        # the runner watches EC2 as the harness (admin); instances boot with the compute role's keys
+        principals = cloud_iam.load(layout)
+        self.harness_keys = principals.admin.env() if principals else DUMMY_CREDENTIALS
+        self.instance_keys = principals.compute.env() if principals else DUMMY_CREDENTIALS
+        self.clients = {
+            region: ec2_client(cloud["aws_endpoint_url"], region, self.harness_keys) for region in cloud["regions"]
+        }
         self.tracked: dict[str, Tracked] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.namespaces: dict[str, str] = {}
@@ -160,7 +167,7 @@ class Runner:
                 "ELASTIC_SLURM_HOSTNAME": machines.ec2_hostname(inst.private_ip),
                 "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
                 "AWS_ENDPOINT_URL": self.aws_endpoint,
-                **DUMMY_CREDENTIALS,
+                **self.instance_keys,
                 CLOUD_MARKER: str(self.layout.root),
             },
         )

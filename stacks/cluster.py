@@ -37,6 +37,7 @@ from stacks.naming import (
     munge_secret_name,
 )
 from stacks.network import ClusterSecurityGroups
+from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
 from stacks.region import RegionStack
 
 
@@ -117,19 +118,22 @@ class ClusterStack(cdk.Stack):
         scope = ArnScope(self.partition, self.account, self.region)
         for statement in to_cdk(fleet_statements(scope, cluster.name, [home, *remote])):
             self.controller_role.add_to_policy(statement)
-        self.config_asset.grant_read(self.controller_role)
-        if database_secret is not None:
-            database_secret.grant_read(self.controller_role)
-        infra = self._deployed_infra()
-        infra.grant_read(self.controller_role)
+        infra = self._deployed_infra()  # read through ReadClusterParameters (node_statements)
         self.monitoring = ClusterMonitoring(self, "Monitoring", cluster=cluster.name)
+        resources = ControllerResources(
+            config_object_arn=f"{self.config_asset.bucket.bucket_arn}/{self.config_asset.s3_object_key}",
+            database_secret_arn=database_secret.secret_arn if database_secret is not None else None,
+            events_queue_arn=self.monitoring.queue.queue_arn,
+            alerts_topic_arn=self.monitoring.topic.topic_arn,
+            alerts_key_arn=self.monitoring.alerts_key.key_arn,
+        )
+        for statement in to_cdk(controller_statements(resources)):
+            self.controller_role.add_to_policy(statement)
         self.controllers = [
             self._controller(index, env, infra, database_secret, database_endpoint)
             for index in range(cluster.controller.count)
         ]
         self.monitoring.watch_controllers([c.ref for c in self.controllers])
-        self.monitoring.queue.grant_consume_messages(self.controller_role)
-        self.monitoring.topic.grant_publish(self.controller_role)
         regions = [self.region, *(r.region for r in self.remote_regions)]
         self.deconfigure = Deconfigure(
             self, "Deconfigure", cluster=cluster.name, mount_points=mount_points, regions=regions
@@ -155,6 +159,7 @@ class ClusterStack(cdk.Stack):
     def _munge_key(self, owner: str | None, replica_regions: tuple[str, ...]) -> secretsmanager.ISecret:
         """This cluster's munge key, replicated to `replica_regions` (federation members elsewhere); or, with an
         `owner` (a federation member), the owner's key read by name: every member authenticates with one key."""
+        self._munge_owner = owner or self.cluster.name
         if owner is not None:
             self._munge_secret_id = munge_secret_name(owner)  # the owner's secret, or its replica in this region
             return secretsmanager.Secret.from_secret_name_v2(self, "MungeKey", self._munge_secret_id)
@@ -177,33 +182,15 @@ class ClusterStack(cdk.Stack):
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
-        self.munge_key.grant_read(role)
-        self.log_group.grant_write(role)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadClusterParameters",
-                actions=["ssm:GetParameter", "ssm:GetParameters"],
-                # every region of the cluster: launching from a template whose image is `resolve:ssm:` reads the
-                # AMI parameter of the launch region (Image Builder writes one per region)
-                resources=[
-                    self.format_arn(
-                        service="ssm",
-                        region=region,
-                        resource="parameter",
-                        resource_name=f"elastic-slurm/{self.cluster.name}/*",
-                    )
-                    for region in [self.region, *(r.region for r in self.remote_regions)]
-                ],
-            )
+        scope = ArnScope(self.partition, self.account, self.region)
+        regions = [self.region, *(r.region for r in self.cluster.remote_regions)]
+        munge_arn = (
+            self.munge_key.secret_arn
+            if isinstance(self.munge_key, secretsmanager.Secret)
+            else munge_secret_pattern(scope, self._munge_owner)
         )
-        if file_system_arns:
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="MountSharedFileSystems",
-                    actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
-                    resources=file_system_arns,
-                )
-            )
+        for statement in to_cdk(node_statements(scope, self.cluster.name, regions, munge_arn, file_system_arns)):
+            role.add_to_policy(statement)
         return role
 
     def _pool(self, partition: Partition, pool: Pool) -> None:

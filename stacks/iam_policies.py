@@ -1,4 +1,5 @@
-"""Least-privilege IAM statements for the controller, remote compute nodes and the deconfigure Lambda, as policy data.
+"""Least-privilege IAM statements for launching and terminating compute nodes (controller) and for the deconfigure
+Lambda, as policy data (what every node reads besides EC2: stacks/node_policies.py).
 
 The statements are built as IAM JSON (dicts) from an `ArnScope` (partition, account, home region), so the same
 documents feed the CDK stacks (`to_cdk`), the local cloud's IAM principals and the policy-evaluation tests.
@@ -17,7 +18,7 @@ from typing import Any
 
 from aws_cdk import aws_iam as iam
 
-from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST, log_group_name, munge_secret_name
+from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST
 
 Statement = dict[str, Any]
 
@@ -172,22 +173,4 @@ def deconfigure_statements(scope: ArnScope, cluster: str, regions: list[str]) ->
             ["ssm:SendCommand"],
             [f"arn:{scope.partition}:ssm:{scope.region}::document/AWS-RunShellScript"],
         ),
-    ]
-
-
-def compute_statements(scope: ArnScope, cluster: str, munge_owner: str | None = None) -> list[Statement]:
-    """What a compute node in a remote region reads and writes in the home region (`scope.region`); a federation
-    member reads the munge key of `munge_owner` (the federation's host cluster)."""
-    logs = f"log-group:{log_group_name(cluster)}:*"
-    return [
-        statement(
-            "ReadMungeKey",
-            ["secretsmanager:GetSecretValue"],
-            [scope.arn(f"secret:{munge_secret_name(munge_owner or cluster)}-*", "secretsmanager")],
-        ),
-        statement(
-            "ReadClusterParameters", ["ssm:GetParameter"], [scope.arn(f"parameter/elastic-slurm/{cluster}/*", "ssm")]
-        ),
-        statement("WriteClusterLogs", ["logs:PutLogEvents"], [scope.arn(logs, "logs")]),
-        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [scope.arn(logs, "logs")]),
     ]

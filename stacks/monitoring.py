@@ -64,6 +64,7 @@ class ClusterMonitoring(Construct):
         )
         key = kms.Key(self, "AlertsKey", enable_key_rotation=True, description=f"{cluster}: operator alert topic")
         key.grant_encrypt_decrypt(iam.ServicePrincipal("cloudwatch.amazonaws.com"))
+        self.alerts_key = key
         self.topic = sns.Topic(self, "Alerts", display_name=f"Slurm cluster {cluster} alerts", master_key=key)
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(

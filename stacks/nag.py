@@ -102,17 +102,14 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "AwsSolutions-IAM5[Resource::arn:{partition}:ssm:{region}:{account}:parameter/elastic-slurm/{cluster}/*]",
             "Read-only access to this cluster's own parameter path.",
         ),
-        *[(rule, "CDK's Asset.grantRead: the controller reads its config file asset.") for rule in ASSET_READ],
-        (
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-            "CDK's Topic.grantPublish for the KMS-encrypted alert topic.",
-        ),
-        ("AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "CDK's key grant for the KMS-encrypted alert topic."),
         (
             "AwsSolutions-IAM5[Resource::<DeconfigureLogs80DFE4CE.Arn>:*]",
             "Log streams of the deconfigure Lambda's own log group.",
         ),
-        ("AwsSolutions-IAM5[Resource::<SlurmLogs8D8A5E68.Arn>:*]", "Log streams of the cluster's own log group."),
+        (
+            "AwsSolutions-IAM5[Resource::arn:{partition}:logs:{home}:{account}:log-group:/elastic-slurm/{cluster}:*]",
+            "Log streams of the cluster's own log group (stacks/node_policies.py).",
+        ),
     ],
     "region": [
         (SSM_CORE, "Nodes are managed through SSM (no SSH keys); AWS maintains this policy for the agent."),

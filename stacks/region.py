@@ -22,11 +22,12 @@ from constructs import Construct
 from cluster_config.checks import pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork
 from stacks.federation import peer_routes
-from stacks.iam_policies import ArnScope, compute_statements, to_cdk
+from stacks.iam_policies import ArnScope, to_cdk
 from stacks.launch_templates import pool_launch_template
 from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
+from stacks.node_policies import munge_secret_pattern, node_statements
 
 
 class RegionStack(cdk.Stack):
@@ -59,7 +60,8 @@ class RegionStack(cdk.Stack):
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
         boot_env = home_boot_env(cluster.name, home_region, munge_owner)
         home = ArnScope(self.partition, self.account, home_region)
-        for statement in to_cdk(compute_statements(home, cluster.name, munge_owner)):
+        munge = munge_secret_pattern(home, munge_owner or cluster.name)
+        for statement in to_cdk(node_statements(home, cluster.name, [home_region], munge)):
             self.compute_role.add_to_policy(statement)
         profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
         self.subnets = {s.availability_zone: s.subnet_id for s in network.compute_subnets}

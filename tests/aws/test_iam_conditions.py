@@ -20,7 +20,7 @@ from localcloud.iam import ACCOUNT, role_documents, without_statement
 from localcloud.iam_requests import AuthzRequest, Inventory, Template, table
 from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
-from stacks.iam_policies import ArnScope, RegionTarget
+from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements
 from tests.aws.iam_eval import evaluate
 from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, ec2_for, make_manifest, rid
 
@@ -126,8 +126,13 @@ def recorded(aws: EmulatedAws, network: Network, tmp_path: Path) -> tuple[dict[s
         RegionTarget(HOME, home_vpc, [template], role),
         RegionTarget(REMOTE, remote_vpc, [network.templates[REMOTE]], role),
     ]
-    documents = role_documents(manifest.cluster, targets, ArnScope("aws", ACCOUNT, HOME))
-    return documents["controller"], requests, manifest.cluster
+    scope = ArnScope("aws", ACCOUNT, HOME)
+    controller = role_documents(manifest.cluster, targets, scope)["controller"]
+    # the power-save plugin's share of the controller role (what the recorded requests exercise); the boot's and the
+    # cluster manager's reads (stacks/node_policies.py) are enforced by the local cloud (tests/e2e/test_local_cloud_iam.py)
+    plugin = {s["Sid"] for s in fleet_statements(scope, manifest.cluster, targets)}
+    policy = {**controller, "Statement": [s for s in controller["Statement"] if s["Sid"] in plugin]}
+    return policy, requests, manifest.cluster
 
 
 def _denied(policy: dict[str, Any], requests: list[AuthzRequest]) -> list[str]:

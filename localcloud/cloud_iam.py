@@ -1,0 +1,86 @@
+"""IAM of one local cloud: its controller and its instances call the emulated AWS as principals holding the
+statements the stacks attach to the controller and compute roles, with enforcement on.
+
+`install(...)` runs after `local up` created what the stacks create (with the harness's unsigned requests) and before
+the controller boots: it creates `<cluster>-controller` and `<cluster>-compute` (localcloud.iam: the action
+projection of stacks.iam_policies + stacks.node_policies), an `admin` for the harness (the first cluster of an
+emulated AWS only), turns enforcement on and records the keys in the state dir (`state/iam-principals.json`), where
+the instance runner (compute and admin keys) and later `LocalCloud.aws()` handles (admin) read them. The controller's
+keys go into its env file and the ResumeProgram wrappers: what the instance profile gives on EC2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster_config.model import Cluster
+from localcloud.emulated_aws import EmulatedAws
+from localcloud.iam import ADMIN, Credentials, create_principals, role_documents, without_statement
+from localcloud.layout import Layout
+from slurm_plugin.manifest import DeployedInfra
+from stacks.iam_policies import ArnScope, RegionTarget
+from stacks.node_policies import ControllerResources
+
+ROLES = ("controller", "compute")
+
+
+@dataclass(frozen=True)
+class CloudPrincipals:
+    """The keys of one local cloud's principals."""
+
+    admin: Credentials
+    controller: Credentials
+    compute: Credentials
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        return {name: getattr(self, name).__dict__ for name in (ADMIN, *ROLES)}
+
+
+def principals_file(layout: Layout) -> Path:
+    return layout.state / "iam-principals.json"
+
+
+def load(layout: Layout) -> CloudPrincipals | None:
+    """The principals `install` recorded in this state dir (None before, or for a cloud without enforcement)."""
+    try:
+        data = json.loads(principals_file(layout).read_text())
+    except (OSError, ValueError):
+        return None
+    return CloudPrincipals(**{name: Credentials(**data[name]) for name in (ADMIN, *ROLES)})
+
+
+def install(
+    aws: EmulatedAws,
+    layout: Layout,
+    cluster: Cluster,
+    infra: DeployedInfra,
+    admin: Credentials | None = None,
+    without: tuple[str, ...] = (),
+) -> CloudPrincipals:
+    """Create this cluster's principals (the controller's less the statements named in `without`, for tests), and
+    with no `admin` given (the first cluster of this emulated AWS) the harness's admin, then enforce IAM."""
+    scope = ArnScope("aws", "123456789012", cluster.region)
+    regions = sorted({cluster.region, *(r.region for r in cluster.remote_regions)})
+    targets = [
+        RegionTarget(region, "vpc-local", list(infra.launch_templates.values()), scope.arn("role/compute", "iam", ""))
+        for region in regions
+    ]
+    resources = ControllerResources(
+        config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster.name}-assets/cluster.yaml",
+        database_secret_arn=scope.arn(f"secret:elastic-slurm/{cluster.name}/database-??????", "secretsmanager"),
+    )
+    documents = role_documents(cluster.name, targets, scope, controller=resources, munge_owner=None)
+    documents = {role: documents[role] for role in ROLES}
+    for sid in without:
+        documents["controller"] = without_statement(documents["controller"], sid)
+    created = create_principals(aws, documents, prefix=f"{cluster.name}-", admin=admin is None)
+    principals = CloudPrincipals(
+        admin=admin or created[ADMIN], controller=created["controller"], compute=created["compute"]
+    )
+    principals_file(layout).write_text(json.dumps(principals.to_json(), indent=2) + "\n")
+    principals_file(layout).chmod(0o600)
+    if admin is None:
+        aws.enforce_iam(principals.admin)
+    return principals

@@ -1,0 +1,81 @@
+"""What the controller and compute instances read and write besides EC2 (munge key, parameters, logs, file systems,
+the config object, the database secret, the events queue, the alert topic), as IAM policy data.
+
+The cluster stack attaches exactly these statements (with CDK tokens for the ARNs) in place of CDK's `grant*`
+helpers, and the local cloud installs the same statements (with the emulated resources' ARNs) on the IAM principals
+its controller and instances run as (localcloud/iam.py): what the tests enforce is what the roles hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stacks.iam_policies import ArnScope, Statement, statement
+from stacks.naming import log_group_name, munge_secret_name
+
+
+@dataclass(frozen=True)
+class ControllerResources:
+    """The resources only the controller uses (ARNs; None when the cluster has no such resource)."""
+
+    config_object_arn: str
+    database_secret_arn: str | None = None
+    events_queue_arn: str | None = None
+    alerts_topic_arn: str | None = None
+    alerts_key_arn: str | None = None
+
+
+def munge_secret_pattern(scope: ArnScope, cluster: str) -> str:
+    """The munge key secret by name (Secrets Manager appends `-` and six random characters to every secret ARN)."""
+    return scope.arn(f"secret:{munge_secret_name(cluster)}-??????", "secretsmanager")
+
+
+def node_statements(
+    scope: ArnScope, cluster: str, regions: list[str], munge_secret_arn: str, file_system_arns: list[str] | None = None
+) -> list[Statement]:
+    """Every node of `cluster` (controller and compute): its munge key, the cluster's parameters in every region it
+    launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
+    systems (EFS client mount)."""
+    logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
+    result = [
+        statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
+        statement(
+            "ReadClusterParameters",
+            ["ssm:GetParameter", "ssm:GetParameters"],
+            [scope.arn(f"parameter/elastic-slurm/{cluster}/*", "ssm", region=r) for r in regions],
+        ),
+        statement("WriteClusterLogs", ["logs:PutLogEvents"], [logs]),
+        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [logs]),
+    ]
+    if file_system_arns:
+        result.append(
+            statement(
+                "MountSharedFileSystems",
+                ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                list(file_system_arns),
+            )
+        )
+    return result
+
+
+def controller_statements(resources: ControllerResources) -> list[Statement]:
+    """What only the controller reads: its config object, the database secret (accounting host), the events queue
+    (cluster manager) and the alert topic with its key."""
+    result = [statement("ReadClusterConfig", ["s3:GetObject"], [resources.config_object_arn])]
+    if resources.database_secret_arn:
+        result.append(
+            statement("ReadDatabaseSecret", ["secretsmanager:GetSecretValue"], [resources.database_secret_arn])
+        )
+    if resources.events_queue_arn:
+        result.append(
+            statement(
+                "ConsumeClusterEvents",
+                ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
+                [resources.events_queue_arn],
+            )
+        )
+    if resources.alerts_topic_arn:
+        result.append(statement("PublishAlerts", ["sns:Publish"], [resources.alerts_topic_arn]))
+    if resources.alerts_key_arn:
+        result.append(statement("EncryptAlerts", ["kms:GenerateDataKey", "kms:Decrypt"], [resources.alerts_key_arn]))
+    return result

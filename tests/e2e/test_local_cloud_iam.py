@@ -1,0 +1,86 @@
+"""IAM is enforced in the local cloud: the controller (its boot, render, the plugin run by slurmctld, the cluster
+manager) and every instance call the emulated AWS as principals whose policies are the statements the stacks attach
+to the controller and compute roles (localcloud/cloud_iam.py). Every e2e test runs on such a cloud, so a permission
+the code needs and the roles lack fails them; here: enforcement is really on, each machine signs as its own role,
+and a controller role without one statement its boot needs fails `local up` at that step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+
+from localcloud import cloud_iam
+from localcloud.cloud import LocalCloud, LocalCloudError
+from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.iam import role_documents
+from stacks.iam_policies import RegionTarget
+from stacks.node_policies import ControllerResources
+from tests.e2e.conftest import CONFIG, missing_prereqs
+
+pytestmark = pytest.mark.e2e
+
+
+def _env_file(cloud: LocalCloud) -> dict[str, str]:
+    text = (cloud.layout.machine_dir("controller") / "etc-elastic-slurm" / "env").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+
+
+def test_the_emulated_aws_refuses_unsigned_and_dummy_callers(cloud: LocalCloud) -> None:
+    aws = cloud.aws()
+    assert aws.iam_enforced()
+    stranger = EmulatedAws(url=aws.url, pid=aws.pid)  # dummy credentials, as before IAM was enforced
+    assert stranger.access_key[0] == DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]
+    with pytest.raises(ClientError) as refused:
+        stranger.client("ec2", cloud.info().regions[0]).describe_instances()
+    assert refused.value.response["Error"]["Code"] == "AuthFailure"
+
+
+def test_controller_and_instances_sign_as_their_roles(cloud: LocalCloud) -> None:
+    principals = cloud.principals()
+    env = _env_file(cloud)
+    assert env["AWS_ACCESS_KEY_ID"] == principals.controller.access_key_id
+    assert "AWS_SESSION_TOKEN" not in env
+    wrapper = (cloud.layout.bin / "slurm-resume").read_text()
+    assert f"AWS_ACCESS_KEY_ID={principals.controller.access_key_id}" in wrapper
+    iam = cloud.aws().client("iam")
+    info = cloud.info()
+    for role, key in (("controller", principals.controller), ("compute", principals.compute)):
+        (user,) = [u["UserName"] for u in iam.list_users()["Users"] if u["UserName"] == f"{info.cluster}-{role}"]
+        keys = iam.list_access_keys(UserName=user)["AccessKeyMetadata"]
+        assert [k["AccessKeyId"] for k in keys] == [key.access_key_id]
+        policy = iam.get_user_policy(UserName=user, PolicyName="synthesized")["PolicyDocument"]
+        policy = json.loads(policy) if isinstance(policy, str) else policy
+        statements = {s["Sid"] for s in policy["Statement"]}
+        # the local cloud's config has accounting, so the controller also reads the database secret
+        own = ControllerResources(config_object_arn="object", database_secret_arn="secret")
+        targets = [RegionTarget(info.regions[0], "v", [], "r")]
+        expected = role_documents(info.cluster, targets, controller=own)[role]["Statement"]
+        assert statements == {s["Sid"] for s in expected}, role
+    # an instance that booted ran its user data with the compute role's key
+    runner = json.loads((cloud.layout.state / "iam-principals.json").read_text())
+    assert runner["compute"]["access_key_id"] == principals.compute.access_key_id
+
+
+def test_a_controller_role_without_read_cluster_config_fails_the_boot_at_that_step() -> None:
+    reason = missing_prereqs()
+    if reason:
+        pytest.skip(f"IAM e2e: {reason}")
+    state = Path(tempfile.mkdtemp(prefix="elastic-slurm-iam-", dir="/var/tmp"))
+    cloud = LocalCloud(state)
+    try:
+        with pytest.raises(LocalCloudError) as failed:
+            cloud.up(CONFIG, boot_delay=1.0, iam_without=("ReadClusterConfig",))
+        message = str(failed.value)
+        assert "controller boot failed" in message and "aws s3 cp" in message, message
+        boot_log = (state / "log" / "controller-boot.log").read_text()
+        assert "AccessDenied" in boot_log or "Forbidden" in boot_log, boot_log[-2000:]
+        assert cloud_iam.load(cloud.layout) is not None
+    finally:
+        cloud.down()
+        shutil.rmtree(state, ignore_errors=True)
