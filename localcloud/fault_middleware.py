@@ -5,7 +5,8 @@ What it adds to moto, request by request:
 - latency, throttling (`RequestLimitExceeded`, 503, call not executed) and lost responses (call executed, 500 returned);
 - capacity errors: RunInstances fails as a whole (HTTP 500, like EC2); CreateFleet instant drops the matching overrides
   and reports each in the response's `errorSet`, as EC2 does;
-- ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again);
+- ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again,
+  also to a retry that arrives while the first request is still being served);
 - RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset.
 """
@@ -57,6 +58,8 @@ class FaultMiddleware:
         self.counts: Counter[str] = Counter()
         self.lost_left: dict[str, int] = {}
         self.answers: dict[tuple[str, str, str], tuple[str, list[tuple[str, str]], bytes]] = {}
+        # a launch being served, by its key: a retry with the same ClientToken waits for it instead of launching again
+        self.in_flight: dict[tuple[str, str, str], threading.Event] = {}
         self.ec2_calls = 0
         self.lock = threading.Lock()
 
@@ -94,17 +97,30 @@ class FaultMiddleware:
                 return ec2_error("RequestLimitExceeded", "Request limit exceeded.", "503 Service Unavailable")
         token = params.get("ClientToken")
         key = (region, action, token or "")
-        if action in _IDEMPOTENT and token:
+        idempotent = action in _IDEMPOTENT and bool(token)
+        while idempotent:
             with self.lock:
                 if key in self.answers:
                     return self.answers[key]
-        if action == "RunInstances":
-            answer = self._run_instances(environ, raw, params, region, faults)
-        elif action == "CreateFleet":
-            answer = self._create_fleet(environ, params, region, faults)
-        else:
-            answer = self._forward(environ, raw)
-        if action in _IDEMPOTENT and token and answer[0].startswith("200"):
+                running = self.in_flight.get(key)
+                if running is None:
+                    self.in_flight[key] = threading.Event()
+                    break
+            running.wait(120)  # the first request with this token is still launching: EC2 answers both the same
+        try:
+            if action == "RunInstances":
+                answer = self._run_instances(environ, raw, params, region, faults)
+            elif action == "CreateFleet":
+                answer = self._create_fleet(environ, params, region, faults)
+            else:
+                answer = self._forward(environ, raw)
+        finally:
+            if idempotent:
+                with self.lock:
+                    done = self.in_flight.pop(key, None)
+                if done is not None:
+                    done.set()
+        if idempotent and answer[0].startswith("200"):
             with self.lock:
                 self.answers[key] = answer
         with self.lock:

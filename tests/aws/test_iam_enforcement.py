@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from lambdas.deconfigure.handler import deconfigure
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.iam import Credentials, create_principals, role_documents, without_statement
 from slurm_plugin.manifest import Manifest
@@ -34,6 +38,9 @@ def enforcing(
         )
         documents["controller-without-describe"] = without_statement(
             documents["controller"], "DescribeHasNoResourceLevelPermissions"
+        )
+        documents["deconfigure-without-describe"] = without_statement(
+            documents["deconfigure"], "DescribeHasNoResourceLevelPermissions"
         )
         principals = create_principals(aws, documents)
         aws.enforce_iam(principals["admin"])
@@ -104,3 +111,35 @@ def test_controller_without_the_describe_statement_is_denied(
     with pytest.raises(ClientError) as denied:
         ec2.cluster_instances(HOME, "any", ["cpu-c7i"])
     assert denied.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def _client_as(aws: EmulatedAws, credentials: Credentials, service: str) -> Any:
+    return boto3.client(
+        service,  # type: ignore[call-overload]
+        region_name=HOME,
+        endpoint_url=aws.url,
+        aws_access_key_id=credentials.access_key_id,
+        aws_secret_access_key=credentials.secret_access_key,
+    )
+
+
+def test_deconfigure_lambda_as_its_role_terminates_the_clusters_instances_and_without_describe_is_denied(
+    enforcing: tuple[EmulatedAws, Network, dict[str, Credentials]],
+) -> None:
+    aws, _, principals = enforcing
+    cluster = f"dc{uuid.uuid4().hex[:8]}"
+    admin_ec2 = aws.client("ec2", HOME)
+    ami = admin_ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": "elastic-slurm:cluster", "Value": cluster}]}]
+    admin_ec2.run_instances(ImageId=ami, InstanceType="c7i.large", MinCount=2, MaxCount=2, TagSpecifications=spec)
+    role = principals["deconfigure"]
+    outcome = deconfigure(
+        _client_as(aws, role, "ec2"), _client_as(aws, role, "ssm"), cluster, ["/shared"], remaining_ms=lambda: 60_000
+    )
+    assert outcome.ok, outcome.reason
+    assert live_instances(aws, cluster) == []
+    blind = principals["deconfigure-without-describe"]
+    refused = deconfigure(
+        _client_as(aws, blind, "ec2"), _client_as(aws, blind, "ssm"), cluster, ["/shared"], remaining_ms=lambda: 60_000
+    )
+    assert not refused.ok and "AccessDenied" in refused.reason

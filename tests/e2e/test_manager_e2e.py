@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from localcloud import procs
-from localcloud.cloud import DUMMY_AWS_ENV, LocalCloud
+from localcloud.cloud import LocalCloud
 from localcloud.instance_runner import instance_markers
 from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
@@ -61,7 +61,8 @@ class Mgr:
             "--events-queue-url", self.queue_url,
         ]  # fmt: skip
         # on the controller, as the user its systemd unit runs it as (assets/systemd/slurm-clustermgr.service)
-        done = self.cloud.on_controller(cmd, user="slurm", env={**DUMMY_AWS_ENV, "AWS_DEFAULT_REGION": "us-east-1"})
+        role = self.cloud.principals().controller.env()  # the controller role, as its instance profile
+        done = self.cloud.on_controller(cmd, user="slurm", env={**role, "AWS_DEFAULT_REGION": "us-east-1"})
         self.cycles += 1
         self.last = time.monotonic()
         assert done.returncode == 0, f"manager cycle failed ({done.returncode}): {done.stderr}\n{self.log_tail()}"
