@@ -67,9 +67,15 @@ def install(
         RegionTarget(region, "vpc-local", list(infra.launch_templates.values()), scope.arn("role/compute", "iam", ""))
         for region in regions
     ]
+    # what the cluster stack always creates for the controller: its config object, the events queue the manager
+    # consumes, the alert topic and its key (here the queue a test creates; no topic), and on the accounting host the
+    # database secret
     resources = ControllerResources(
         config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster.name}-assets/cluster.yaml",
         database_secret_arn=scope.arn(f"secret:elastic-slurm/{cluster.name}/database-??????", "secretsmanager"),
+        events_queue_arn=scope.arn("*", "sqs"),
+        alerts_topic_arn=scope.arn(f"{cluster.name}-alerts", "sns"),
+        alerts_key_arn=scope.arn("key/*", "kms"),
     )
     documents = role_documents(cluster.name, targets, scope, controller=resources, munge_owner=None)
     documents = {role: documents[role] for role in ROLES}

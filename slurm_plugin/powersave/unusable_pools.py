@@ -11,7 +11,8 @@ is treated the same way, without ResumeAfter: its nodes stay DOWN until an admin
 
 DOWN comes only after slurmctld has started the power-down (the node shows POWERING_DOWN or POWERED_DOWN): with
 `SlurmctldParameters=idle_on_node_suspend`, slurmctld makes a node IDLE when it suspends it, which would erase an
-earlier DOWN (measured on Slurm 26.05).
+earlier DOWN (measured on Slurm 26.05; on 24.11 also a repeated power-down of a node already powered down, which shows
+POWER_DOWN until it starts).
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def _wait_power_down_started(
         except SlurmError as exc:
             log.warning("%s: %s", label, exc)
             known = {}
-        pending = [n for n in nodes if not any(f in known.get(n, _NONE).state for f in POWER_DOWN_STARTED)]
+        pending = [n for n in nodes if not _power_down_started(known.get(n, _NONE).state)]
         if not pending or time.monotonic() >= deadline:
             if pending:
                 log.warning("%s: power-down of %s not started in %.0f s", label, compress(pending), wait)
@@ -190,6 +191,15 @@ def _wait_power_down_started(
 
 
 _NONE = SlurmNode("", "", "", "")
+
+
+def _power_down_started(state: str) -> bool:
+    """The node's power-down has begun: POWERING_DOWN or POWERED_DOWN, and no power-down still queued (POWER_DOWN).
+    A node Slurm already powered down at ResumeTimeout (24.11: DOWN+POWERED_DOWN) whose ResumeFailProgram asked for a
+    power-down again shows POWER_DOWN until that repeated power-down starts; a DOWN set before then is erased by
+    `idle_on_node_suspend` when it does (seen on 24.11)."""
+    flags = state.split("+")
+    return any(f in flags for f in POWER_DOWN_STARTED) and "POWER_DOWN" not in flags
 
 
 def _idle_nodes(pool: PoolManifest, known: Mapping[str, SlurmNode], by_prefix: Mapping[str, PoolManifest]) -> list[str]:

@@ -57,8 +57,8 @@ def test_controller_and_instances_sign_as_their_roles(cloud: LocalCloud) -> None
         policy = iam.get_user_policy(UserName=user, PolicyName="synthesized")["PolicyDocument"]
         policy = json.loads(policy) if isinstance(policy, str) else policy
         statements = {s["Sid"] for s in policy["Statement"]}
-        # the local cloud's config has accounting, so the controller also reads the database secret
-        own = ControllerResources(config_object_arn="object", database_secret_arn="secret")
+        # as the cluster stack: config object, events queue, alert topic + key; with accounting, the database secret
+        own = ControllerResources("object", "secret", "queue", "topic", "key")
         targets = [RegionTarget(info.regions[0], "v", [], "r")]
         expected = role_documents(info.cluster, targets, controller=own)[role]["Statement"]
         assert statements == {s["Sid"] for s in expected}, role
