@@ -19,6 +19,8 @@ from aws_cdk.assertions import Match, Template
 from cluster_config import load
 from elastic_slurm.commands.synth_cmd import CDK_CLI, synth_env
 from slurm_plugin.render.base import SRUN_PORT_RANGE, BaseSettings, render_base_conf
+from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements
+from stacks.node_policies import ControllerResources, controller_statements, node_statements
 from tests.cdk.conftest import REPO_ROOT, Assembly, offline_env
 
 pytestmark = pytest.mark.cdk
@@ -207,3 +209,25 @@ def test_remote_region_ec2_events_reach_the_home_regions_bus(template: Callable[
             ],
         },
     )
+
+
+def test_node_role_policies_hold_exactly_the_statements_the_local_cloud_enforces(
+    assemblies: dict[str, Assembly],
+) -> None:
+    # stacks/node_policies.py + iam_policies.py are the whole inline policy of each role: no CDK grant adds a
+    # statement the local cloud's principals (localcloud/cloud_iam.py) would not hold
+    policies = _of_type(assemblies["federation"], "es-east-cluster", "AWS::IAM::Policy")
+
+    def sids(prefix: str) -> list[str]:
+        (policy,) = [p for key, p in policies.items() if key.startswith(prefix)]
+        return sorted(s.get("Sid", "<no Sid>") for s in policy["Properties"]["PolicyDocument"]["Statement"])
+
+    scope = ArnScope("aws", "123456789012", "us-east-1")
+    node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"])
+    controller = [
+        *fleet_statements(scope, "east", [RegionTarget("us-east-1", "vpc", ["lt"], "role")]),
+        *node,
+        *controller_statements(ControllerResources("object", "secret", "queue", "topic", "key")),
+    ]
+    assert sids("ControllerRole") == sorted(s["Sid"] for s in controller)
+    assert sids("ComputeRole") == sorted(s["Sid"] for s in node)
