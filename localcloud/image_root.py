@@ -36,7 +36,7 @@ from pathlib import Path
 
 from cluster_config import slurm_release
 from localcloud.layout import REPO_ROOT
-from stacks.image_source import PROJECT_SOURCE
+from stacks.image_source import ASSETS_NOT_SHIPPED, PROJECT_SOURCE
 
 SUITE = "trixie"  # Debian 13, the executed base OS
 # What Debian's official AMI has that the first step needs (the component's python3 -m zipfile, curl)
@@ -44,7 +44,7 @@ BASE_PACKAGES = ["ca-certificates", "curl", "python3", "procps"]
 STEPS = REPO_ROOT / "assets" / "image-build"
 SLURM_STEPS = ("os-packages.sh", "build-munge.sh", "build-slurm.sh")
 PLUGIN_STEPS = ("install-plugin.sh", "validate.sh")
-PROJECT_PACKAGES = ("cluster_config", "elastic_slurm", "slurm_plugin")
+PROJECT_PACKAGES = tuple(name for name in PROJECT_SOURCE if "." not in name)  # the importable packages
 ASSETS_IN_ROOT = "/opt/elastic-slurm/assets"
 SOURCE_IN_BUILD = "/tmp/elastic-slurm-source"
 HOST_CA = "/tmp/elastic-slurm-build-ca.crt"  # in the root, during the build only (see _machine)
@@ -59,12 +59,13 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _tree_text(path: Path) -> list[tuple[str, str]]:
-    """(relative path, sha256) of every file under `path`, sorted: a directory's content as a cache-key input."""
+def _tree_text(path: Path, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(relative path, sha256) of every file under `path` (less the top-level `skip` entries), sorted: a directory's
+    content as a cache-key input."""
     return sorted(
         (str(f.relative_to(path)), hashlib.sha256(f.read_bytes()).hexdigest())
         for f in path.rglob("*")
-        if f.is_file() and "__pycache__" not in f.parts
+        if f.is_file() and "__pycache__" not in f.parts and f.relative_to(path).parts[0] not in skip
     )
 
 
@@ -79,7 +80,8 @@ def image_layer_key(extra: object) -> str:
     `extra` (the local cloud's own additions)."""
     steps = [(name, (STEPS / name).read_text()) for name in PLUGIN_STEPS]
     project = [(name, (REPO_ROOT / name).read_text()) for name in ("pyproject.toml", "requirements.txt")]
-    return _digest(slurm_layer_key(), steps, _tree_text(REPO_ROOT / "assets"), project, extra)
+    assets = _tree_text(REPO_ROOT / "assets", skip=ASSETS_NOT_SHIPPED)
+    return _digest(slurm_layer_key(), steps, assets, project, extra)
 
 
 def source_tarball(cache: Path) -> Path:
@@ -170,7 +172,7 @@ def _copy_assets(root: Path) -> None:
     """What the component's UnpackAssets step does: assets/ (minus the component YAML) to /opt/elastic-slurm/assets."""
     target = root / ASSETS_IN_ROOT.lstrip("/")
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(REPO_ROOT / "assets", target, ignore=shutil.ignore_patterns("imagebuilder", "__pycache__"))
+    shutil.copytree(REPO_ROOT / "assets", target, ignore=shutil.ignore_patterns(*ASSETS_NOT_SHIPPED, "__pycache__"))
 
 
 def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:

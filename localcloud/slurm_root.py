@@ -126,8 +126,9 @@ def _key(rel: Release) -> str:
 
 
 def _local_additions() -> list[object]:
-    """Inputs of what the local cloud adds to the image (part of the image root's key)."""
-    return [RECIPE_VERSION, BIND_SOURCE_C.read_text(), sorted(console_scripts().items())]
+    """Inputs of what the local cloud adds to the image (part of the image root's key; the console scripts are pip's,
+    keyed through pyproject.toml by image_root.image_layer_key)."""
+    return [RECIPE_VERSION, BIND_SOURCE_C.read_text()]
 
 
 def root_path(major: str = DEFAULT_SLURM) -> Path:

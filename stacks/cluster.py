@@ -159,9 +159,10 @@ class ClusterStack(cdk.Stack):
     def _munge_key(self, owner: str | None, replica_regions: tuple[str, ...]) -> secretsmanager.ISecret:
         """This cluster's munge key, replicated to `replica_regions` (federation members elsewhere); or, with an
         `owner` (a federation member), the owner's key read by name: every member authenticates with one key."""
-        self._munge_owner = owner or self.cluster.name
         if owner is not None:
             self._munge_secret_id = munge_secret_name(owner)  # the owner's secret, or its replica in this region
+            scope = ArnScope(self.partition, self.account, self.region)
+            self._munge_policy_arn = munge_secret_pattern(scope, owner)  # by name: the ARN's suffix is unknown here
             return secretsmanager.Secret.from_secret_name_v2(self, "MungeKey", self._munge_secret_id)
         key = secretsmanager.Secret(
             self,
@@ -172,6 +173,7 @@ class ClusterStack(cdk.Stack):
             replica_regions=[secretsmanager.ReplicaRegion(region=r) for r in replica_regions],
         )
         self._munge_secret_id = key.secret_arn
+        self._munge_policy_arn = key.secret_arn
         return key
 
     def _node_role(self, construct_id: str, file_system_arns: list[str]) -> iam.Role:
@@ -184,12 +186,8 @@ class ClusterStack(cdk.Stack):
         )
         scope = ArnScope(self.partition, self.account, self.region)
         regions = [self.region, *(r.region for r in self.cluster.remote_regions)]
-        munge_arn = (
-            self.munge_key.secret_arn
-            if isinstance(self.munge_key, secretsmanager.Secret)
-            else munge_secret_pattern(scope, self._munge_owner)
-        )
-        for statement in to_cdk(node_statements(scope, self.cluster.name, regions, munge_arn, file_system_arns)):
+        statements = node_statements(scope, self.cluster.name, regions, self._munge_policy_arn, file_system_arns)
+        for statement in to_cdk(statements):
             role.add_to_policy(statement)
         return role
 

@@ -1,6 +1,6 @@
-"""What of this repository the image component installs as the elastic-slurm package (pure, no CDK): read by the
-images stack (the SourceS3Uri asset) and by the local cloud's image build (localcloud.image_root), so both install
-the same files.
+"""What of this repository the image component installs (pure, no CDK): the elastic-slurm package and the assets
+zip, read by the images stack (the SourceS3Uri and AssetsS3Uri assets) and by the local cloud's image build
+(localcloud.image_root), so both install the same files.
 
 The build instance runs `pip install <dir>` into /opt/elastic-slurm/venv. An allow-list in gitignore syntax over the
 repository root keeps localcloud/, tests/, stacks/, .venv/, node_modules/, cdk.out/, .git/ and anything added later
@@ -11,3 +11,5 @@ from __future__ import annotations
 
 PROJECT_SOURCE = ("pyproject.toml", "requirements.txt", "cluster_config", "elastic_slurm", "slurm_plugin")
 PROJECT_SOURCE_EXCLUDE = ["/*", *(f"!/{name}" for name in PROJECT_SOURCE), "__pycache__/", "*.pyc", "*.egg-info/"]
+# assets/ travels to the build instance as a zip (bootstrap, health checks, units, image-build steps) less these
+ASSETS_NOT_SHIPPED = ("imagebuilder",)  # the component YAMLs themselves

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
-from stacks.image_source import PROJECT_SOURCE_EXCLUDE
+from stacks.image_source import ASSETS_NOT_SHIPPED, PROJECT_SOURCE_EXCLUDE
 from stacks.naming import ami_parameter, image_flavor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +110,9 @@ class ImagesStack(cdk.Stack):
         )
         # assets/ (the component's build steps in image-build/, bootstrap, health checks, prolog, units) travels to
         # the build instance as a CDK asset; the component YAMLs themselves stay out.
-        self.node_assets = s3_assets.Asset(self, "NodeAssets", path=str(ASSETS.parent), exclude=["imagebuilder"])
+        self.node_assets = s3_assets.Asset(
+            self, "NodeAssets", path=str(ASSETS.parent), exclude=list(ASSETS_NOT_SHIPPED)
+        )
         self.node_assets.grant_read(role)
         # The elastic-slurm package itself (it is not on PyPI): the component pip-installs this source tree.
         self.project_source = s3_assets.Asset(

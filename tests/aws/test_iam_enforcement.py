@@ -131,15 +131,22 @@ def test_deconfigure_lambda_as_its_role_terminates_the_clusters_instances_and_wi
     admin_ec2 = aws.client("ec2", HOME)
     ami = admin_ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     spec = [{"ResourceType": "instance", "Tags": [{"Key": "elastic-slurm:cluster", "Value": cluster}]}]
-    admin_ec2.run_instances(ImageId=ami, InstanceType="c7i.large", MinCount=2, MaxCount=2, TagSpecifications=spec)
-    role = principals["deconfigure"]
-    outcome = deconfigure(
-        _client_as(aws, role, "ec2"), _client_as(aws, role, "ssm"), cluster, ["/shared"], remaining_ms=lambda: 60_000
-    )
-    assert outcome.ok, outcome.reason
-    assert live_instances(aws, cluster) == []
-    blind = principals["deconfigure-without-describe"]
-    refused = deconfigure(
-        _client_as(aws, blind, "ec2"), _client_as(aws, blind, "ssm"), cluster, ["/shared"], remaining_ms=lambda: 60_000
-    )
+
+    def launch() -> set[str]:
+        started = admin_ec2.run_instances(
+            ImageId=ami, InstanceType="c7i.large", MinCount=2, MaxCount=2, TagSpecifications=spec
+        )
+        return {i["InstanceId"] for i in started["Instances"]}
+
+    def run_as(role: Credentials) -> Any:
+        ec2, ssm = _client_as(aws, role, "ec2"), _client_as(aws, role, "ssm")
+        return deconfigure(ec2, ssm, cluster, ["/shared"], remaining_ms=lambda: 60_000)
+
+    kept = launch()
+    refused = run_as(principals["deconfigure-without-describe"])
     assert not refused.ok and "AccessDenied" in refused.reason
+    assert {i["InstanceId"] for i in live_instances(aws, cluster)} == kept  # nothing terminated
+    outcome = run_as(principals["deconfigure"])
+    assert outcome.ok, outcome.reason
+    assert set(outcome.terminated) == kept
+    assert live_instances(aws, cluster) == []

@@ -17,8 +17,10 @@ from botocore.exceptions import ClientError
 
 from localcloud import cloud_iam
 from localcloud.cloud import LocalCloud, LocalCloudError
+from localcloud.daemons import CLOUD_MARKER
 from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 from localcloud.iam import role_documents
+from localcloud.ops import LIVE
 from stacks.iam_policies import RegionTarget
 from stacks.node_policies import ControllerResources
 from tests.e2e.conftest import CONFIG, missing_prereqs
@@ -62,9 +64,32 @@ def test_controller_and_instances_sign_as_their_roles(cloud: LocalCloud) -> None
         targets = [RegionTarget(info.regions[0], "v", [], "r")]
         expected = role_documents(info.cluster, targets, controller=own)[role]["Statement"]
         assert statements == {s["Sid"] for s in expected}, role
-    # an instance that booted ran its user data with the compute role's key
-    runner = json.loads((cloud.layout.state / "iam-principals.json").read_text())
-    assert runner["compute"]["access_key_id"] == principals.compute.access_key_id
+    # an instance that boots runs its user data (and so slurmd) with the compute role's key, and is running in EC2
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-N1", wrap="true")], timeout=180)
+    assert record.state == "COMPLETED"
+    keys = _instance_keys(cloud)
+    assert keys and set(keys.values()) == {principals.compute.access_key_id}
+    live = {i.instance_id for i in cloud.instances(LIVE)}
+    assert set(keys) <= live, (keys, live)
+
+
+def _instance_keys(cloud: LocalCloud) -> dict[str, str]:
+    """Instance id -> AWS_ACCESS_KEY_ID of the environment each of this cloud's slurmd runs with (its boot's)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                not proc.name.isdigit()
+                or Path((proc / "cmdline").read_bytes().split(b"\0")[0].decode()).name != "slurmd"
+            ):
+                continue
+            pairs = (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        env = dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+        if env.get(CLOUD_MARKER) == str(cloud.layout.root) and "ELASTIC_SLURM_INSTANCE_ID" in env:
+            found[env["ELASTIC_SLURM_INSTANCE_ID"]] = env.get("AWS_ACCESS_KEY_ID", "")
+    return found
 
 
 @pytest.mark.parametrize(
