@@ -60,6 +60,7 @@ DAEMONS: list[tuple[str, str]] = [
 UNIT_PID_FILES = {
     "license-sync-timer": "slurm-license-sync.timer",
     "longcheck-timer": "slurm-longcheck.timer",
+    "config-sync-timer": "slurm-config-sync.timer",
     "clustermgr": "slurm-clustermgr.service",
     "slurmctld": "slurmctld.service",
     "slurmdbd": "slurmdbd.service",
@@ -381,7 +382,9 @@ class LocalCloud(CloudOps):
             layout.pid_file(name).symlink_to(layout.run / "units" / f"{unit}.pid")
         LOG.info("booting controller %s from its user data (Slurm %s)", hosts[0].hostname, info.slurm_version)
         try:
-            controller_boot.boot(layout, view, values, {daemons.CLOUD_MARKER: str(layout.root)})
+            marker = {daemons.CLOUD_MARKER: str(layout.root)}
+            signal_url = controller_boot.wait_condition_url(aws.url)
+            controller_boot.boot(layout, view, values, marker, signal_url)
             if shared is None and accounting:
                 daemons.add_job_user(view, cluster.name)
         except (controller_boot.BootError, daemons.DaemonError) as exc:
@@ -407,7 +410,9 @@ class LocalCloud(CloudOps):
             "ES_LOG_DIR": str(layout.log),
             "ES_SLURM_LOG_DIR": str(layout.log),
             daemons.CLOUD_MARKER: str(layout.root),
-            "ES_LOCAL_UNITS_SKIP": "" if self._manager else "slurm-clustermgr.service",
+            "ES_LOCAL_UNITS_SKIP": ",".join(
+                (*machines.UNITS_NOT_RUN, *(() if self._manager else ("slurm-clustermgr.service",)))
+            ),
         }
 
     def _write_wrappers(self, aws_url: str, role: Credentials) -> None:

@@ -71,7 +71,8 @@ def install(
     # consumes, the alert topic and its key (here the queue a test creates; no topic), and on the accounting host the
     # database secret
     resources = ControllerResources(
-        config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster.name}-assets/cluster.yaml",
+        # its config objects (content-addressed, one per deploy; moto evaluates the action only, see localcloud/iam.py)
+        config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster.name}-assets/*.yaml",
         database_secret_arn=scope.arn(f"secret:elastic-slurm/{cluster.name}/database-??????", "secretsmanager"),
         events_queue_arn=scope.arn("*", "sqs"),
         alerts_topic_arn=scope.arn(f"{cluster.name}-alerts", "sns"),

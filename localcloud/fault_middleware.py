@@ -8,7 +8,9 @@ What it adds to moto, request by request:
 - ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again,
   also to a retry that arrives while the first request is still being served);
 - RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount).
-Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset.
+Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset;
+PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
+token is the capability, as the handle's pre-signed URL is), GET returns the signals it received.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from xml.sax.saxutils import escape
 from localcloud.faults import Faults
 
 StartResponse = Callable[..., Any]
+WAIT_CONDITION_PATH = "/_localcloud/wait-condition/"
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 # (ec2 region, thing) → answer; looked up in the moto backend of the same process.
 SubnetAz = Callable[[str, str], str | None]
@@ -62,6 +65,7 @@ class FaultMiddleware:
         self.in_flight: dict[tuple[str, str, str], threading.Event] = {}
         self.ec2_calls = 0
         self.lock = threading.Lock()
+        self.signals: dict[str, list[Any]] = {}  # wait condition token -> the signals PUT to it, in order
 
     # ------------------------------------------------------------------ WSGI entry
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -241,6 +245,17 @@ class FaultMiddleware:
                 payload = {}
             elif path == "/_localcloud/calls":
                 payload = dict(self.counts)
+            elif path.startswith(WAIT_CONDITION_PATH) and method == "PUT":
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                raw = environ["wsgi.input"].read(length)
+                try:
+                    signal = json.loads(raw)
+                except ValueError:
+                    return "400 Bad Request", [("Content-Type", "application/json")], b'{"error": "not JSON"}'
+                self.signals.setdefault(path[len(WAIT_CONDITION_PATH) :], []).append(signal)
+                payload = {}
+            elif path.startswith(WAIT_CONDITION_PATH):
+                payload = self.signals.get(path[len(WAIT_CONDITION_PATH) :], [])
             else:
                 return "404 Not Found", [("Content-Type", "application/json")], b'{"error": "unknown control path"}'
         body = json.dumps(payload).encode()

@@ -167,6 +167,7 @@ class Runner:
                 "ELASTIC_SLURM_HOSTNAME": machines.ec2_hostname(inst.private_ip),
                 "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
                 "AWS_ENDPOINT_URL": self.aws_endpoint,
+                "ES_LOCAL_UNITS_SKIP": ",".join(machines.UNITS_NOT_RUN),
                 **self.instance_keys,
                 CLOUD_MARKER: str(self.layout.root),
             },

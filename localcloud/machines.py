@@ -40,12 +40,22 @@ CLIENTS = (
 )
 
 
+# Units the boot scripts enable that the local cloud does not run (ES_LOCAL_UNITS_SKIP of the systemctl stand-in):
+# the IMDS guard installs iptables rules, and every machine here shares the host's network namespace (its script is
+# executed by tests/e2e/test_imds_guard.py in a namespace of its own instead; docs/local-cloud.md).
+UNITS_NOT_RUN = ("elastic-slurm-imds-guard.service",)
+
+
 def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
+    """A machine's own /run, /tmp and /etc/fstab (the boot adds the shared file systems to it)."""
     base = layout.machine_dir(name)
     for sub in ("run", "tmp"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     (base / "tmp").chmod(0o1777)
-    return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"))
+    fstab = base / "fstab"
+    if not fstab.exists():
+        fstab.write_text("# /etc/fstab of this emulated machine (the image's is empty)\n")
+    return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"), (str(fstab), "/etc/fstab"))
 
 
 def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:

@@ -38,6 +38,17 @@ SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
 VENV_IN_ROOT = "/opt/elastic-slurm/venv"  # where the image pip-installs the project
 RECIPE_VERSION = "7"  # bump when the customization below changes
+# what install-plugin.sh installs into /opt/elastic-slurm/bin, linked into the mounted source on a packaged root
+LINKED_PROGRAMS = (
+    "assets/bootstrap/elastic-slurm-node-bootstrap",
+    "assets/bootstrap/elastic-slurm-dirs",
+    "assets/bootstrap/elastic-slurm-config-apply",
+    "assets/bootstrap/elastic-slurm-controller-hosts",
+    "assets/bootstrap/elastic-slurm-imds-guard",
+    "assets/health/elastic-slurm-healthcheck",
+    "assets/health/elastic-slurm-longcheck-submit",
+    "assets/slurm/prolog-wait-for-boot.sh",
+)
 BIND_SOURCE_C = REPO_ROOT / "localcloud" / "native" / "bind_source.c"
 BIND_SOURCE_SO = "/opt/elastic-slurm/lib/local-cloud/bind_source.so"  # inside the root
 SYSTEMCTL_SHIM = REPO_ROOT / "localcloud" / "native" / "systemctl"  # no systemd in a chroot: see the script
@@ -120,6 +131,7 @@ def _key(rel: Release) -> str:
             PACKAGES,
             sorted(console_scripts().items()),
             BIND_SOURCE_C.read_text(),
+            LINKED_PROGRAMS,
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -206,13 +218,7 @@ def _customize(root: Path) -> None:
         path.write_text(_wrapper(target))
         path.chmod(0o755)
     # assets the image installs into /opt/elastic-slurm/bin: links into the mounted source, so they are current
-    for rel_path in (
-        "assets/bootstrap/elastic-slurm-node-bootstrap",
-        "assets/bootstrap/elastic-slurm-dirs",
-        "assets/health/elastic-slurm-healthcheck",
-        "assets/health/elastic-slurm-longcheck-submit",
-        "assets/slurm/prolog-wait-for-boot.sh",
-    ):
+    for rel_path in LINKED_PROGRAMS:
         link = bin_dir / Path(rel_path).name
         link.unlink(missing_ok=True)
         link.symlink_to(f"{SRC_IN_ROOT}/{rel_path}")

@@ -30,6 +30,7 @@ from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
     TAG_ROLE,
     ami_parameter,
+    config_url_parameter,
     deployed_infra_parameter,
     image_flavor,
     launch_template_key,
@@ -39,6 +40,10 @@ from stacks.naming import (
 from stacks.network import ClusterSecurityGroups
 from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
 from stacks.region import RegionStack
+
+# How long stack creation waits for the controllers' healthy signal: the boot waits up to 10 min for a peer
+# controller's instance, 10-15 min for slurmdbd, 5 min for slurmctld (stacks/user_data.py).
+BOOT_TIMEOUT_S = 2400
 
 
 class ClusterStack(cdk.Stack):
@@ -90,7 +95,17 @@ class ClusterStack(cdk.Stack):
             "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
             "ES_LOG_GROUP": self.log_group.log_group_name,
         }
+        # The config reaches the controllers as data: the parameter names the (content-addressed) object, so an edit
+        # changes the parameter's value and not the controllers' user data (no replacement); the controllers apply
+        # it in place (assets/bootstrap/elastic-slurm-config-apply, slurm-config-sync.timer).
         self.config_asset = s3_assets.Asset(self, "Config", path=str(config_path))
+        self.config_url = ssm.StringParameter(
+            self,
+            "ConfigUrl",
+            parameter_name=config_url_parameter(cluster.name),
+            description=f"S3 URL of the cluster config object of {cluster.name} (read by its controllers)",
+            string_value=self.config_asset.s3_object_url,
+        )
         self.compute_role = self._node_role("ComputeRole", file_system_arns)
         self.compute_profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
         self.launch_templates: dict[str, ec2.LaunchTemplate] = {}
@@ -129,10 +144,18 @@ class ClusterStack(cdk.Stack):
         )
         for statement in to_cdk(controller_statements(resources)):
             self.controller_role.add_to_policy(statement)
+        # Creation waits until every controller reports healthy (slurmctld, slurmdbd when accounting is on, the
+        # cluster manager) or fails with the reason its boot sends (the failing step and its last output lines).
+        ready = cdk.CfnWaitConditionHandle(self, "ControllersReadyHandle")
         self.controllers = [
-            self._controller(index, env, infra, database_secret, database_endpoint)
+            self._controller(index, env, infra, database_secret, database_endpoint, ready.ref)
             for index in range(cluster.controller.count)
         ]
+        self.controllers_ready = cdk.CfnWaitCondition(
+            self, "ControllersReady", count=cluster.controller.count, handle=ready.ref, timeout=str(BOOT_TIMEOUT_S)
+        )
+        for controller in self.controllers:
+            self.controllers_ready.add_dependency(controller)
         self.monitoring.watch_controllers([c.ref for c in self.controllers])
         regions = [self.region, *(r.region for r in self.remote_regions)]
         self.deconfigure = Deconfigure(
@@ -208,6 +231,7 @@ class ClusterStack(cdk.Stack):
             security_group=self._sg.nodes,
             boot_env=self._env,
             placement_group=placement_group,
+            base_os=self.cluster.images.base_os,
         )
 
     def _controller(
@@ -217,6 +241,7 @@ class ClusterStack(cdk.Stack):
         infra: ssm.StringParameter,
         database_secret: secretsmanager.ISecret | None,
         database_endpoint: str | None,
+        signal_url: str,
     ) -> ec2.CfnInstance:
         azs = list(self._subnets)
         subnet = self._subnets[azs[index % len(azs)]]  # the backup controller goes to the second AZ
@@ -224,7 +249,7 @@ class ClusterStack(cdk.Stack):
         extra = {
             "ES_CONTROLLER_INDEX": str(index),
             "ES_DEPLOYED_INFRA": infra.parameter_name,
-            "ES_CONFIG_URL": self.config_asset.s3_object_url,
+            "ES_CONFIG_PARAMETER": self.config_url.parameter_name,
             "ES_EVENTS_QUEUE": self.monitoring.queue.queue_url,
             "ES_ALERTS_TOPIC": self.monitoring.topic.topic_arn,
         }
@@ -242,8 +267,8 @@ class ClusterStack(cdk.Stack):
             http_put_response_hop_limit=1,
             instance_metadata_tags=True,
             detailed_monitoring=True,
-            block_devices=[root_volume(ROOT_VOLUME_GIB["controller"])],
-            user_data=user_data("controller", {**env, **extra}),
+            block_devices=[root_volume(ROOT_VOLUME_GIB["controller"], self.cluster.images.base_os)],
+            user_data=user_data("controller", {**env, **extra}, signal_url),
         )
         template.connections.add_security_group(self._sg.ssh)
         # L1 on purpose: ec2.Instance cannot launch from a launch template, and only a launch template may carry

@@ -19,7 +19,7 @@ from constructs import Construct
 from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
 from stacks.image_source import ASSETS_NOT_SHIPPED, PROJECT_SOURCE_EXCLUDE
-from stacks.naming import ami_parameter, image_flavor
+from stacks.naming import ami_parameter, image_flavor, root_device
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets" / "imagebuilder"
@@ -48,15 +48,6 @@ def parent_image(base_os: str, arch: str) -> str:
         "rhel9": f"arn:aws:imagebuilder:{{region}}:aws:image/red-hat-enterprise-linux-9-{short}/x.x.x",
         "rocky9": f"ssm:/elastic-slurm/base-ami/rocky9-{arch}",
     }[base_os]
-
-
-# The root volume's device name in each base OS's AMIs (Image Builder replaces the volume of that name).
-ROOT_DEVICE = {"debian13": "/dev/xvda", "al2023": "/dev/xvda"}
-
-
-def root_device(base_os: str) -> str:
-    """Root device name of the base OS's AMIs (`/dev/sda1` for Ubuntu, RHEL and Rocky)."""
-    return ROOT_DEVICE.get(base_os, "/dev/sda1")
 
 
 def _version(*texts: str) -> str:

@@ -13,24 +13,24 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of
 from cluster_config.model import Pool
-from stacks.naming import TAG_POOL, TAG_ROLE, ami_parameter, image_flavor
+from stacks.naming import TAG_POOL, TAG_ROLE, ami_parameter, image_flavor, root_device
 from stacks.user_data import boot_commands
 
 ROOT_VOLUME_GIB = {"controller": 100, "compute": 50, "gpu": 200}
 
 
-def root_volume(size_gib: int) -> ec2.BlockDevice:
-    """An encrypted gp3 root volume."""
+def root_volume(size_gib: int, base_os: str) -> ec2.BlockDevice:
+    """An encrypted gp3 root volume, under the root device name of `base_os`'s images."""
     return ec2.BlockDevice(
-        device_name="/dev/sda1",
+        device_name=root_device(base_os),
         volume=ec2.BlockDeviceVolume.ebs(size_gib, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3),
     )
 
 
-def user_data(role: str, env: dict[str, str]) -> ec2.UserData:
+def user_data(role: str, env: dict[str, str], signal_url: str | None = None) -> ec2.UserData:
     """Boot script of a controller or compute node (stacks/user_data.py)."""
     data = ec2.UserData.for_linux()
-    data.add_commands(*boot_commands(role, env))
+    data.add_commands(*boot_commands(role, env, signal_url))
     return data
 
 
@@ -44,6 +44,7 @@ def pool_launch_template(
     security_group: ec2.ISecurityGroup,
     boot_env: dict[str, str],
     placement_group: ec2.PlacementGroup | None,
+    base_os: str,
 ) -> ec2.LaunchTemplate:
     """The launch template the power-save plugin launches `pool`'s nodes from."""
     key = f"{partition}-{pool.name}"
@@ -61,7 +62,7 @@ def pool_launch_template(
         http_endpoint=True,
         http_put_response_hop_limit=1,
         instance_metadata_tags=True,
-        block_devices=[root_volume(ROOT_VOLUME_GIB["gpu" if gpu else "compute"])],
+        block_devices=[root_volume(ROOT_VOLUME_GIB["gpu" if gpu else "compute"], base_os)],
         placement_group=placement_group,
         user_data=user_data("compute", {**boot_env, "ES_POOL": key}),
     )

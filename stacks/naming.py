@@ -36,6 +36,23 @@ def image_flavor(architecture: str, gpu: bool) -> str:
     return f"{architecture}-gpu" if gpu else architecture
 
 
+# The root volume's device name in each base OS's AMIs: Image Builder and the launch templates size the volume of that
+# name (a mapping under another name would add a blank volume and leave the root at the AMI's size).
+ROOT_DEVICE = {"debian13": "/dev/xvda", "al2023": "/dev/xvda"}
+
+
+def root_device(base_os: str) -> str:
+    """Root device name of the base OS's AMIs (`/dev/sda1` for Ubuntu, RHEL and Rocky)."""
+    return ROOT_DEVICE.get(base_os, "/dev/sda1")
+
+
+def config_url_parameter(cluster: str) -> str:
+    """SSM parameter holding the S3 URL of the cluster's config object: the controllers read the config through it at
+    boot and whenever it changes (assets/bootstrap/elastic-slurm-config-apply), so an edit never touches their
+    launch template."""
+    return f"/elastic-slurm/{cluster}/config-url"
+
+
 def deployed_infra_parameter(cluster: str) -> str:
     """SSM parameter holding the cluster's `DeployedInfra` JSON (read by the controller bootstrap before render)."""
     return f"/elastic-slurm/{cluster}/deployed-infra"

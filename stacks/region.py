@@ -88,6 +88,7 @@ class RegionStack(cdk.Stack):
                     security_group=network.security_groups.nodes,
                     boot_env=boot_env,
                     placement_group=None,
+                    base_os=cluster.images.base_os,
                 )
 
     def _forward_ec2_events(self, cluster: str, home_region: str) -> None:

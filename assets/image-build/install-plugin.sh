@@ -30,13 +30,14 @@ for tool in $scripts; do
   ln -sfn "$prefix/venv/bin/$tool" "$prefix/bin/$tool"
 done
 
-for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs health/elastic-slurm-healthcheck \
-    health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
+for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs bootstrap/elastic-slurm-config-apply \
+    bootstrap/elastic-slurm-controller-hosts bootstrap/elastic-slurm-imds-guard \
+    health/elastic-slurm-healthcheck health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
   install -m 0755 "$assets/$program" "$prefix/bin/"
 done
 install -m 0644 "$assets/health/elastic-slurm-longcheck.sbatch" "$prefix/bin/"
 # Units only: the controller's boot script enables the cluster manager (and the license sync timer when the config
-# syncs licenses); compute nodes never start them.
+# syncs licenses); compute nodes never start them. Every node's boot enables elastic-slurm-imds-guard.
 install -m 0644 "$assets"/systemd/*.service "$assets"/systemd/*.timer /etc/systemd/system/
 systemctl daemon-reload
 systemctl enable munge

@@ -9,13 +9,15 @@ os="${ID}${VERSION_ID%%.*}"
 
 # Slurm's build dependencies, named per family. dbus: the cgroup/v2 plugin's scope creation; hwloc/numa: task
 # affinity; mariadb: slurmdbd's accounting_storage/mysql; json-c, yaml, http-parser, jwt: slurmrestd and auth/jwt;
-# pam: pam_slurm_adopt; lua: job_submit/lua; lz4: sbcast compression.
+# pam: pam_slurm_adopt; lua: job_submit/lua; lz4: sbcast compression. iptables (the nft backend): the boot's
+# elastic-slurm-imds-guard, which keeps job users away from the instance metadata service.
 deb_packages=(build-essential pkg-config bzip2 perl python3 python3-venv munge libmunge-dev libpam0g-dev
   libreadline-dev libmariadb-dev libjson-c-dev libhttp-parser-dev libyaml-dev libjwt-dev liblua5.3-dev libhwloc-dev
-  libnuma-dev libdbus-1-dev liblz4-dev libcurl4-openssl-dev nfs-common jq curl ca-certificates mount procps util-linux)
+  libnuma-dev libdbus-1-dev liblz4-dev libcurl4-openssl-dev nfs-common jq curl ca-certificates mount procps util-linux
+  iptables)
 rpm_packages=(gcc make bzip2 tar perl pkgconf-pkg-config pam-devel readline-devel mariadb-connector-c-devel
   json-c-devel libyaml-devel lua-devel hwloc-devel numactl-devel dbus-devel lz4-devel libcurl-devel nfs-utils jq curl
-  python3.11 python3.11-pip)
+  iptables-nft python3.11 python3.11-pip)
 
 case "$os" in
   debian13|ubuntu22|ubuntu24)

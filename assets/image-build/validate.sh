@@ -24,10 +24,12 @@ done
 command -v munged >/dev/null || fail "no munged"
 id slurm >/dev/null || fail "no slurm account"
 id munge >/dev/null || fail "no munge account"
-for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-longcheck; do
+for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-longcheck slurm-config-sync \
+    elastic-slurm-imds-guard; do
   [ -f "/etc/systemd/system/$unit.service" ] || [ -f "/usr/lib/systemd/system/$unit.service" ] || fail "no unit $unit"
 done
-for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
+for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-config-apply elastic-slurm-controller-hosts \
+    elastic-slurm-imds-guard elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
   [ -x "$prefix/bin/$program" ] || fail "no $prefix/bin/$program"
 done
 for tool in "$prefix"/venv/bin/slurm-* "$prefix/venv/bin/elastic-slurm"; do
@@ -36,4 +38,5 @@ done
 "$prefix/bin/elastic-slurm" --help >/dev/null || fail "elastic-slurm does not run"
 "$prefix/bin/slurm-clustermgr" --help >/dev/null || fail "slurm-clustermgr does not run"
 command -v aws >/dev/null || fail "no aws CLI"
+command -v iptables >/dev/null || fail "no iptables (elastic-slurm-imds-guard)"
 echo "image valid: Slurm $version, plugin $("$prefix/venv/bin/pip" show elastic-slurm | sed -n 's/^Version: //p')"

@@ -18,6 +18,7 @@ from aws_cdk.assertions import Match, Template
 from setuptools import find_packages
 
 from cluster_config import slurm_release
+from localcloud import slurm_root
 from slurm_plugin.render.cluster import RenderOptions
 from stacks.user_data import boot_commands
 from tests.cdk.conftest import REPO_ROOT, Assembly
@@ -28,6 +29,7 @@ CONFIG = "minimal"
 IMAGES = "es-minimal-images"
 COMPONENT = REPO_ROOT / "assets" / "imagebuilder" / "slurm.yaml"
 CLUSTERMGR_UNIT = REPO_ROOT / "assets" / "systemd" / "slurm-clustermgr.service"
+CONFIG_APPLY = REPO_ROOT / "assets" / "bootstrap" / "elastic-slurm-config-apply"
 BIN = "/opt/elastic-slurm/bin"
 NOT_SHIPPED = ("localcloud", "tests", "stacks", "lambdas", ".venv", "node_modules", "cdk.out", ".git", "bench")
 
@@ -194,17 +196,21 @@ def test_cluster_manager_unit_runs_the_linked_script_on_the_default_manifest() -
 
 def test_controller_boot_enables_the_cluster_manager_and_links_the_manifest() -> None:
     script = "\n".join(boot_commands("controller", {"ES_CLUSTER": "c1", "ES_REGION": "us-east-1"}))
-    assert "ln -sfn /etc/slurm/manifest.json /etc/elastic-slurm/manifest.json" in script
+    apply = CONFIG_APPLY.read_text(encoding="utf-8")  # the boot's render step, also run by slurm-config-sync
+    assert "ETC=/etc/elastic-slurm\n" in apply and 'ln -sfn /etc/slurm/manifest.json "$ETC/manifest.json"' in apply
+    assert "systemctl enable --now slurm-license-sync.timer" in apply
+    assert apply.index("elastic-slurm\" render") < apply.index("ln -sfn /etc/slurm/manifest.json")
     assert "systemctl enable --now slurm-clustermgr.service" in script
-    assert "systemctl enable --now slurm-license-sync.timer" in script
-    assert script.index("elastic-slurm render") < script.index("slurm-clustermgr.service")
+    assert "systemctl enable --now slurm-config-sync.timer" in script
+    assert script.index(f"{BIN}/elastic-slurm-config-apply") < script.index("slurm-clustermgr.service")
     compute = "\n".join(boot_commands("compute", {"ES_CLUSTER": "c1"}))
     assert "slurm-clustermgr" not in compute
 
 
 def _license_snippet(tmp_path: Path) -> str:
-    """The Python the controller boot script runs for the license sync, writing under tmp_path instead of /etc."""
-    lines = boot_commands("controller", {"ES_CLUSTER": "c1"})
+    """The Python the config apply script (run by the controller boot) runs for the license sync, writing under
+    tmp_path instead of /etc."""
+    lines = CONFIG_APPLY.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.endswith("<<'PY'"))
     body = "\n".join(lines[start + 1 : lines.index("PY", start)])
     body = body.replace("/etc/elastic-slurm/license-sync.json", str(tmp_path / "license-sync.json"))
@@ -232,3 +238,10 @@ def test_controller_boot_sets_up_the_license_sync_timer_only_when_licenses_are_s
     if synced:
         assert "OnCalendar=" in (tmp_path / "timer.d" / "schedule.conf").read_text(encoding="utf-8")
         assert json.loads((tmp_path / "license-sync.json").read_text(encoding="utf-8"))["local_cluster"] == cluster
+
+
+def test_the_packaged_local_root_links_every_program_the_image_installs() -> None:
+    install = (REPO_ROOT / "assets" / "image-build" / "install-plugin.sh").read_text(encoding="utf-8")
+    loop = install[install.index("for program in ") : install.index("; do", install.index("for program in "))]
+    installed = set(loop.replace("\\", " ").split()[3:])  # after "for program in"
+    assert {path.removeprefix("assets/") for path in slurm_root.LINKED_PROGRAMS} == installed

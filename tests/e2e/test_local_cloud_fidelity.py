@@ -20,7 +20,7 @@ from localcloud import controller_boot, enter, procs, slurm_root
 from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.ops import LIVE
-from stacks.user_data import boot_commands
+from stacks.user_data import SIGNAL_URL_FILE, boot_commands
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
 
 # What the local controller's env file adds to the values the stacks give it (docs/local-cloud.md: endpoint and
@@ -47,7 +47,7 @@ STACK_VALUES = {
     "ES_LOG_GROUP",
     "ES_CONTROLLER_INDEX",
     "ES_DEPLOYED_INFRA",
-    "ES_CONFIG_URL",
+    "ES_CONFIG_PARAMETER",
     "ES_EVENTS_QUEUE",
     "ES_DB_SECRET",
     "ES_DB_ENDPOINT",
@@ -214,16 +214,24 @@ def _env_values(script: str) -> dict[str, str]:
     return values
 
 
+def _signal_url(script: str) -> str:
+    head = "(umask 077; echo '"
+    lines = [line for line in script.splitlines() if line.startswith(head) and SIGNAL_URL_FILE in line]
+    assert len(lines) == 1, "the controller user data writes the wait condition URL once"
+    return lines[0][len(head) : lines[0].index("' > ")]
+
+
 def test_the_controller_boots_from_the_controller_user_data_of_the_stacks(cloud: LocalCloud) -> None:
     script = (cloud.layout.machine_dir("controller") / "run" / "user-data").read_text()
     values = _env_values(script)
     assert set(values) - LOCAL_VALUES <= STACK_VALUES, set(values) - LOCAL_VALUES - STACK_VALUES
-    assert {"ES_CONFIG_URL", "ES_DEPLOYED_INFRA", "ES_DB_SECRET"} <= set(values)
+    assert {"ES_CONFIG_PARAMETER", "ES_DEPLOYED_INFRA", "ES_DB_SECRET"} <= set(values)
     values.pop("ES_ROLE")
+    signal_url = _signal_url(script)
     assert (
         script
-        == controller_boot.user_data(values)
-        == "#!/bin/bash\n" + "\n".join(boot_commands("controller", values)) + "\n"
+        == controller_boot.user_data(values, signal_url)
+        == "#!/bin/bash\n" + "\n".join(boot_commands("controller", values, signal_url)) + "\n"
     )
     boot_log = cloud.layout.log_file("controller-boot").read_text()
     assert f"elastic-slurm boot: controller {cloud.info().controller} of {cloud.info().cluster} is up" in boot_log
@@ -241,20 +249,27 @@ def test_the_controller_boots_from_the_controller_user_data_of_the_stacks(cloud:
     assert cloud.info().cluster in cloud.slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").split()
 
 
-def test_a_failing_controller_boot_step_fails_local_up_with_that_step(
+def test_a_failing_controller_boot_step_fails_local_up_with_the_reason_it_signals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cloud = LocalCloud(tmp_path / "broken")
     original = controller_boot.publish
 
-    def publish_without_config(*args: Any, **kwargs: Any) -> dict[str, str]:
-        values = original(*args, **kwargs)  # the user data's copy of the config from S3 now fails: no such object
-        return {**values, "ES_CONFIG_URL": values["ES_CONFIG_URL"].replace("cluster.yaml", "missing.yaml")}
+    def publish_without_config(client: Any, cluster: Any, *args: Any, **kwargs: Any) -> dict[str, str]:
+        values = original(client, cluster, *args, **kwargs)  # the config parameter now names no object
+        client("ssm", cluster.region).put_parameter(
+            Name=values["ES_CONFIG_PARAMETER"], Value="s3://elastic-slurm-broken-assets/missing.yaml", Overwrite=True
+        )
+        return values
 
     monkeypatch.setattr(controller_boot, "publish", publish_without_config)
     try:
-        with pytest.raises(LocalCloudError, match=r"FAILED at line \d+: aws s3 cp"):
+        with pytest.raises(LocalCloudError) as failed:
             cloud.up(CONFIG)
     finally:
         cloud.down()
+    # what CloudFormation would show: the FAILURE signal's reason names the step and carries its output
+    first = str(failed.value).splitlines()[0]
+    assert first.startswith("controller boot failed (signal): elastic-slurm boot: FAILED at line"), first
+    assert "elastic-slurm-config-apply" in first and "aws s3 cp" in first and "404" in first, first
     assert not cloud.is_up()

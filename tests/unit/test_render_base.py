@@ -211,14 +211,29 @@ def test_controller_boot_finds_both_controllers_by_their_name_tags(tmp_path: Pat
     )
     (tmp_path / "aws").write_text(FAKE_AWS)
     (tmp_path / "aws").chmod(0o755)
-    venv_python = str(ROOT / ".venv" / "bin" / "python")
-    lines = [line.replace(user_data.VENV_PYTHON, venv_python) for line in user_data._CONTROLLER_HOSTS]
-    script = "\n".join(["set -euo pipefail", *lines, 'echo "$controllers|$shared|${dbd_args[*]:-}"'])
-    script = script.replace(f"{user_data.ETC}/cluster.yaml", str(config))
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "ES_CLUSTER": "c1", "ES_REGION": "us-east-1", "HOME": str(tmp_path)}
-    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    script = ROOT / "assets" / "bootstrap" / "elastic-slurm-controller-hosts"  # run by elastic-slurm-config-apply
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "ES_REGION": "us-east-1",
+        "HOME": str(tmp_path),
+        "ELASTIC_SLURM_PYTHON": str(ROOT / ".venv" / "bin" / "python"),
+    }
+    result = subprocess.run(
+        [str(script), str(config), "c1"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ip-127-0-0-10(127.0.0.10),ip-127-0-0-11(127.0.0.11)|/shared|"
+    facts = subprocess.run(
+        [
+            "bash",
+            "-c",
+            '. /dev/stdin; echo "$ES_CONTROLLER_HOSTS|$ES_SHARED_MOUNT|$ES_SLURMDBD_HOST|$ES_ACCOUNTING_MODE"',
+        ],
+        input=result.stdout,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert facts.stdout.strip() == "ip-127-0-0-10(127.0.0.10),ip-127-0-0-11(127.0.0.11)|/shared||none"
 
 
 def test_compute_boot_exports_the_conf_server_before_the_bootstrap() -> None:

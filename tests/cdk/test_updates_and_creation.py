@@ -1,0 +1,141 @@
+"""Issue 13, items 4-6, on the synthesized templates and the rendered boot scripts: a config edit replaces no
+controller and no launch template (the config reaches the controllers through a parameter), stack creation waits for
+every controller's healthy signal, root volumes are the base OS's root device, and every node keeps IMDSv2 with hop
+limit 1, blocks the metadata service for job users and mounts its file systems from /etc/fstab."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import yaml
+
+from stacks.naming import config_url_parameter
+from stacks.user_data import boot_commands
+from tests.cdk.conftest import REPO_ROOT, Assembly, offline_env
+
+pytestmark = pytest.mark.cdk
+
+EXAMPLES = REPO_ROOT / "cluster_config" / "examples"
+
+
+def _of_type(assembly: Assembly, stack: str, resource_type: str) -> dict[str, dict[str, Any]]:
+    resources = assembly.template_json(stack)["Resources"]
+    return {k: r for k, r in resources.items() if r["Type"] == resource_type}
+
+
+def _config_url(assembly: Assembly, stack: str, cluster: str) -> Any:
+    parameters = _of_type(assembly, stack, "AWS::SSM::Parameter").values()
+    (url,) = [p["Properties"]["Value"] for p in parameters if p["Properties"]["Name"] == config_url_parameter(cluster)]
+    return url
+
+
+@pytest.fixture(scope="module")
+def edited_minimal(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
+    """minimal.yaml with its pool's max_nodes raised from 16 to 40, synthesized by the real CLI."""
+    base = tmp_path_factory.mktemp("edited")
+    data = yaml.safe_load((EXAMPLES / "minimal.yaml").read_text())
+    (pool,) = data["clusters"][0]["partitions"][0]["pools"]
+    assert pool["max_nodes"] == 16
+    pool["max_nodes"] = 40
+    config = base / "minimal.yaml"
+    config.write_text(yaml.safe_dump(data))
+    result = subprocess.run(
+        [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(base / "out")],
+        cwd=REPO_ROOT,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return Assembly(config, base / "out", result.returncode, result.stdout + result.stderr)
+
+
+def test_editing_a_pools_max_nodes_replaces_no_controller_and_no_launch_template(
+    assemblies: dict[str, Assembly], edited_minimal: Assembly
+) -> None:
+    assert edited_minimal.returncode == 0, edited_minimal.output[-2000:]
+    before, after = assemblies["minimal"], edited_minimal
+    stack = "es-minimal-cluster"
+    # the edit reached the deployment: a new config object, named by the parameter the controllers read
+    assert _config_url(before, stack, "minimal") != _config_url(after, stack, "minimal")
+    compared = 0
+    for resource_type in ("AWS::EC2::Instance", "AWS::EC2::LaunchTemplate"):
+        old, new = _of_type(before, stack, resource_type), _of_type(after, stack, resource_type)
+        assert old.keys() == new.keys(), resource_type
+        for logical_id in old:
+            assert old[logical_id] == new[logical_id], f"{logical_id} changes: CloudFormation would update it"
+            compared += 1
+    assert compared == 3  # the controller, its launch template and the pool's launch template
+
+
+@pytest.mark.parametrize(
+    ("config", "stack", "controllers"), [("minimal", "es-minimal-cluster", 1), ("multi-az-gpu", "es-gpu-cluster", 2)]
+)
+def test_stack_creation_waits_for_every_controllers_healthy_signal(
+    assemblies: dict[str, Assembly], config: str, stack: str, controllers: int
+) -> None:
+    assembly = assemblies[config]
+    instances = _of_type(assembly, stack, "AWS::EC2::Instance")
+    assert len(instances) == controllers
+    (handle_id,) = _of_type(assembly, stack, "AWS::CloudFormation::WaitConditionHandle")
+    (condition,) = _of_type(assembly, stack, "AWS::CloudFormation::WaitCondition").values()
+    assert condition["Properties"]["Count"] == controllers
+    assert condition["Properties"]["Handle"] == {"Ref": handle_id}
+    assert 600 < int(condition["Properties"]["Timeout"]) <= 3600
+    assert set(instances) <= set(condition["DependsOn"])
+    # each controller's user data writes the handle's URL (what it signals SUCCESS or FAILURE to)
+    for template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").values():
+        user_data = str(template["Properties"]["LaunchTemplateData"].get("UserData"))
+        if "ES_ROLE=controller" in user_data:
+            assert f"'Ref': '{handle_id}'" in user_data
+        else:
+            assert handle_id not in user_data
+
+
+@pytest.mark.parametrize(
+    ("config", "device"),
+    [("minimal", "/dev/xvda"), ("multi-az-gpu", "/dev/sda1"), ("imported-network-all-storage", "/dev/xvda")],
+)
+def test_launch_templates_size_the_root_device_of_the_base_os(
+    assemblies: dict[str, Assembly], config: str, device: str
+) -> None:
+    assembly = assemblies[config]
+    checked = 0
+    for stack in assembly.templates:
+        for template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").values():
+            mappings = template["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
+            assert [m["DeviceName"] for m in mappings] == [device]  # one volume: the root, no blank extra
+            checked += 1
+    assert checked
+
+
+def test_every_node_keeps_imdsv2_with_hop_limit_one(assemblies: dict[str, Assembly]) -> None:
+    checked = 0
+    for assembly in assemblies.values():
+        for stack in assembly.templates:
+            if stack.endswith("-images"):
+                continue  # Image Builder's build instances (hop limit 2 for its containers' tooling)
+            for logical_id, template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").items():
+                options = template["Properties"]["LaunchTemplateData"]["MetadataOptions"]
+                assert options["HttpTokens"] == "required", logical_id
+                assert options["HttpPutResponseHopLimit"] == 1, logical_id
+                checked += 1
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("role", ["controller", "compute"])
+def test_every_boot_blocks_the_metadata_service_for_job_users_before_anything_else(role: str) -> None:
+    lines = boot_commands(role, {"ES_CLUSTER": "c1"})
+    guard = lines.index("systemctl enable --now elastic-slurm-imds-guard.service")
+    assert guard < min(i for i, line in enumerate(lines) if "munge" in line)  # before any secret or daemon
+
+
+@pytest.mark.parametrize("role", ["controller", "compute"])
+def test_shared_file_systems_are_mounted_from_fstab_with_netdev_and_nofail(role: str) -> None:
+    script = "\n".join(boot_commands(role, {"ES_CLUSTER": "c1"}))
+    assert "%s %s %s %s,_netdev,nofail 0 0" in script and ">> /etc/fstab" in script
+    assert 'mount "$mount_point"' in script  # mounted by its fstab entry, as a reboot would

@@ -1,0 +1,105 @@
+"""A config edit is applied in place (issue 13, item 5): `cdk deploy` of an edited YAML uploads a new config object and
+points the config URL parameter at it (localcloud.controller_boot.deploy_config does the same in the emulated AWS);
+the controller's slurm-config-sync unit runs assets/bootstrap/elastic-slurm-config-apply --reload, exactly as the
+timer does on EC2. A pool grows while a job runs on it: the job keeps running, the new nodes exist in Slurm and in
+the plugin's manifest, a job placed on a new node gets an instance of that pool, and an unchanged parameter is a no-op.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster_config import load
+from localcloud import controller_boot
+from localcloud.cloud import LocalCloud
+from slurm_plugin.manifest import Manifest
+from tests.e2e.conftest import CONFIG, module_cloud
+
+pytestmark = pytest.mark.e2e
+
+SYNC_UNIT = "slurm-config-sync.service"
+
+
+@pytest.fixture(scope="module")
+def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
+    """A local cloud of its own (its config is edited), on a copy of the demo config."""
+    state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-e2e-update-", dir="/var/tmp"))
+    config = state_dir.parent / f"{state_dir.name}.yaml"
+    shutil.copy(CONFIG, config)
+    try:
+        with module_cloud(request, config, state_dir, "config update e2e") as local:
+            yield local
+    finally:
+        config.unlink(missing_ok=True)
+
+
+def _run_sync_unit(cloud: LocalCloud) -> str:
+    """Start the sync service on the controller as its timer does (the systemctl stand-in runs the unit's ExecStart
+    with its EnvironmentFile); returns the unit's log."""
+    result = cloud.on_controller(
+        ["/bin/bash", "-c", f"set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start {SYNC_UNIT}"],
+        timeout=240,
+    )
+    log = cloud.layout.run / "units" / f"{SYNC_UNIT}.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    assert result.returncode == 0, result.stderr + text[-3000:]
+    return text
+
+
+def _deploy_edited(cloud: LocalCloud, max_nodes: int) -> str:
+    """What `cdk deploy` does with a YAML whose `big` pool now has `max_nodes` nodes; returns the new object URL."""
+    path = Path(cloud.info().config_path)
+    data = yaml.safe_load(path.read_text())
+    (pool,) = [p for p in data["clusters"][0]["partitions"][0]["pools"] if p["name"] == "big"]
+    pool["max_nodes"] = max_nodes
+    path.write_text(yaml.safe_dump(data))
+    cluster = load(path).clusters[0]
+    aws = cloud.aws()
+    return controller_boot.deploy_config(lambda service, region: aws.client(service, region), cluster, path)
+
+
+def test_the_controller_boot_enabled_the_config_sync_timer(cloud: LocalCloud) -> None:
+    units = cloud.layout.run / "units"
+    assert (units / "slurm-config-sync.timer.enabled").exists()
+    applied = (cloud.layout.machine_dir("controller") / "etc-elastic-slurm" / "config-applied").read_text().strip()
+    assert applied.startswith("s3://") and applied.endswith(".yaml")
+
+
+def test_an_unchanged_config_parameter_changes_nothing(cloud: LocalCloud) -> None:
+    conf = cloud.layout.slurm_conf
+    before = conf.stat().st_mtime_ns
+    log = _run_sync_unit(cloud)
+    assert "reconfigured" not in log
+    assert conf.stat().st_mtime_ns == before
+
+
+def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalCloud) -> None:
+    nodes_before = cloud.nodes()
+    assert "cpu-big-4" in nodes_before and "cpu-big-5" not in nodes_before  # nodes are numbered from 1
+    running = cloud.sbatch("-p", "cpu", "-C", "cpu-big", "-N1", wrap="sleep 600")
+    cloud.wait_until(lambda: cloud.queue().get(running) == "RUNNING", 90, f"job {running} running")
+    url = _deploy_edited(cloud, max_nodes=6)
+
+    log = _run_sync_unit(cloud)
+
+    assert f"applied {url} (reconfigured)" in log
+    nodes = cloud.nodes()
+    assert {"cpu-big-5", "cpu-big-6"} <= set(nodes) and "cpu-big-7" not in nodes
+    assert len(nodes) == len(nodes_before) + 2
+    assert cloud.queue().get(running) == "RUNNING" and cloud.job_restarts(running) == 0
+    manifest = Manifest.model_validate_json((cloud.layout.etc / "manifest.json").read_text())
+    pool = manifest.pool_of_node("cpu-big-6")
+    assert pool is not None and pool.max_nodes == 6
+
+    # a job on a node that did not exist before the edit: the plugin launches it from the updated manifest
+    placed = cloud.sbatch("-p", "cpu", "-w", "cpu-big-6", "-N1", wrap="hostname")
+    (record,) = cloud.wait_jobs_done([placed], timeout=120)
+    assert record.state == "COMPLETED" and record.nodes == "cpu-big-6", record
+    assert cloud.instance_of_node("cpu-big-6").pool == "cpu-big"
+    cloud.slurm("scancel", running)
