@@ -199,7 +199,7 @@ def test_controller_boot_enables_the_cluster_manager_and_links_the_manifest() ->
     apply = CONFIG_APPLY.read_text(encoding="utf-8")  # the boot's render step, also run by slurm-config-sync
     assert "ETC=/etc/elastic-slurm\n" in apply and 'ln -sfn /etc/slurm/manifest.json "$ETC/manifest.json"' in apply
     assert "systemctl enable --now slurm-license-sync.timer" in apply
-    assert apply.index("elastic-slurm\" render") < apply.index("ln -sfn /etc/slurm/manifest.json")
+    assert apply.index('elastic-slurm" render') < apply.index("ln -sfn /etc/slurm/manifest.json")
     assert "systemctl enable --now slurm-clustermgr.service" in script
     assert "systemctl enable --now slurm-config-sync.timer" in script
     assert script.index(f"{BIN}/elastic-slurm-config-apply") < script.index("slurm-clustermgr.service")
