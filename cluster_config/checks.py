@@ -265,6 +265,8 @@ def _check_pool(
             yield ConfigError(where, f"availability zone '{az}' has no subnet in the cluster's networks")
     if pool.placement_group and len({region_of_az(az) for az in azs}) > 1:
         yield ConfigError(f"{path}.placement_group", "a placement group cannot span regions")
+    if pool.placement_group and pool.spread_jobs_across_azs:
+        yield ConfigError(f"{path}.spread_jobs_across_azs", "a pool with a placement group keeps its jobs in one AZ")
     room = sum(capacities.get(az, 0) for az in set(azs))
     if pool.max_nodes > room and all(az in capacities for az in azs):
         yield ConfigError(

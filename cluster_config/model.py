@@ -271,6 +271,11 @@ class Pool(StrictModel):
     min_nodes: int = Field(default=0, ge=0, description="Always-on nodes (never suspended).")
     max_nodes: int = Field(ge=1, le=10000, description="Largest number of nodes.")
     placement_group: bool = Field(default=False, description="Launch into a cluster placement group (single AZ).")
+    spread_jobs_across_azs: bool = Field(
+        default=False,
+        description="Let one multi-node job's nodes span AZs (and regions). Default: all of a job's nodes in one AZ, "
+        "launched all-or-nothing there (MPI, NCCL and EFA traffic stays in one AZ, with no cross-AZ data charges).",
+    )
     gpu: GpuSettings | None = Field(default=None, description="GPU settings, for GPU instance types.")
     features: list[str] = Field(default_factory=list, description="Extra Slurm node features.")
     weight: int | None = Field(default=None, ge=1, description="Override the price-derived Slurm node weight.")

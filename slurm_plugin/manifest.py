@@ -45,6 +45,7 @@ class PoolManifest(_Frozen):
     purchase_option: str = Field(description="on_demand | spot | spot_then_on_demand")
     locations: list[Location] = Field(description="Priority order: AZs then regions.")
     placement_group: str | None = None
+    spread_jobs_across_azs: bool = Field(False, description="A multi-node job's nodes may span AZs and regions.")
     resume_timeout: int = Field(600, description="Slurm's ResumeTimeout for this pool's nodes (seconds).")
 
     @property

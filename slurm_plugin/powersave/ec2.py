@@ -54,6 +54,9 @@ class LaunchRequest:
     token: str
     tags: Mapping[str, str]
     placement_group: str | None = None
+    # all `count` instances in one AZ or none (a multi-node job's nodes): RunInstances MinCount = count, CreateFleet
+    # SingleAvailabilityZone + MinTargetCapacity = count
+    all_in_one_az: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class Ec2:
             "LaunchTemplate": {"LaunchTemplateId": request.launch_template_id, "Version": "$Default"},
             "InstanceType": override.instance_type,
             "SubnetId": override.subnet_id,
-            "MinCount": 1,
+            "MinCount": request.count if request.all_in_one_az else 1,
             "MaxCount": request.count,
             "ClientToken": request.token,
             "TagSpecifications": self._tag_spec(request),
@@ -181,10 +184,13 @@ class Ec2:
             ],
             "TagSpecifications": self._tag_spec(request),
         }
+        options: dict[str, Any]
         if request.market == "spot":
-            params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized"}
+            options = params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized"}
         else:
-            params["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
+            options = params["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
+        if request.all_in_one_az:
+            options |= {"SingleAvailabilityZone": True, "MinTargetCapacity": request.count}
         errors: list[LaunchError] = []
         try:
             response = self.client(request.region).create_fleet(**params)

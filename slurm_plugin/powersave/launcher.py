@@ -77,6 +77,7 @@ def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: s
                 token=f"{request_id}-p{seq}-c{calls}",
                 tags=tags,
                 placement_group=attempt.placement_group,
+                all_in_one_az=attempt.single_availability_zone,
             )
             answer = ec2.launch(request)
             result.instances.extend(answer.instances)
@@ -169,7 +170,8 @@ def _resume_claimed(
     held = _protected(manifest, nodes, slurm, request_id)
     nodes = [n for n in nodes if n not in held]
     cooling = capacity.load_cooling(manifest.state_dir, now)
-    plan = plan_launch(nodes, manifest.pools, cooling, job_groups)
+    spread = {pool.key for pool in manifest.pools if pool.spread_jobs_across_azs}
+    plan = plan_launch(nodes, manifest.pools, cooling, job_groups, spread)
     outcome.unknown = list(plan.unknown_nodes)
     if plan.unknown_nodes:
         log.error("request %s: not nodes of this cluster (ignored): %s", request_id, compress(plan.unknown_nodes))

@@ -70,6 +70,7 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         purchase_option=pool.purchase_option.value,
         locations=locations,
         placement_group=group,
+        spread_jobs_across_azs=pool.spread_jobs_across_azs,
         resume_timeout=cluster.slurm.resume_timeout,
     )
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import CapacityFault, Faults
@@ -156,3 +159,43 @@ def test_concurrent_resumes_of_overlapping_nodes_do_not_double_launch(aws: Emula
     # Overlap is launched once; a node skipped as busy was launched by the other resume.
     assert set(launched) | set(skipped) == set(_nodes("cpu-c7i-", 30))
     assert set(skipped) <= set(launched)
+
+
+def _fleet_calls(aws: EmulatedAws, log: Path, run: Callable[[], object]) -> list[dict[str, str]]:
+    """The parameters of every CreateFleet `run` makes (the emulator's request log)."""
+    aws.log_requests(log)
+    try:
+        run()
+    finally:
+        aws.log_requests(None)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [e["params"] for e in entries if e["action"] == "CreateFleet"]
+
+
+def test_a_multi_node_jobs_nodes_launch_all_or_nothing_in_one_az(
+    aws: EmulatedAws, manifest: Manifest, tmp_path: Path
+) -> None:
+    job = _nodes("cpu-c7i-", 4)
+    calls = _fleet_calls(
+        aws, tmp_path / "requests.jsonl", lambda: resume_nodes(manifest, job, [job], ec2_for(aws), FakeSlurm(), rid("j"))
+    )
+    (fleet,) = calls
+    assert fleet["OnDemandOptions.SingleAvailabilityZone"] == "true"
+    assert fleet["OnDemandOptions.MinTargetCapacity"] == "4"
+    live = live_instances(aws, manifest.cluster)
+    assert len(live) == 4 and len({i["Placement"]["AvailabilityZone"] for i in live}) == 1
+
+
+def test_a_pool_that_allows_spreading_launches_its_jobs_in_any_azs(
+    aws: EmulatedAws, manifest: Manifest, tmp_path: Path
+) -> None:
+    pools = [p.model_copy(update={"spread_jobs_across_azs": p.pool == "c7i"}) for p in manifest.pools]
+    spread = manifest.model_copy(update={"pools": pools})
+    job = _nodes("cpu-c7i-", 4)
+    calls = _fleet_calls(
+        aws, tmp_path / "requests.jsonl", lambda: resume_nodes(spread, job, [job], ec2_for(aws), FakeSlurm(), rid("s"))
+    )
+    (fleet,) = calls
+    assert not any(key.endswith(("SingleAvailabilityZone", "MinTargetCapacity")) for key in fleet)
+    azs = {fleet[k] for k in fleet if k.endswith(".SubnetId")}
+    assert len(azs) == 3  # the overrides of every AZ in one call
