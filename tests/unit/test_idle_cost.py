@@ -23,7 +23,7 @@ def on_demand(region: str, instance_type: str) -> float | None:
     return info.prices.on_demand if info is not None else None
 
 
-def test_minimal_example_idles_at_a_controller_and_a_nat_gateway_only() -> None:
+def test_minimal_example_idles_at_a_controller_a_nat_gateway_and_the_smallest_database() -> None:
     estimate = idle_cost(load(EXAMPLES / "minimal.yaml"), on_demand)
     what = [item for item, _ in estimate.items]
     assert not estimate.unpriced
@@ -32,6 +32,7 @@ def test_minimal_example_idles_at_a_controller_and_a_nat_gateway_only() -> None:
     controller = on_demand("us-east-1", "c7i.large")
     assert controller is not None
     assert dict(estimate.items)["minimal: 1 controller(s) c7i.large"] == pytest.approx(controller * HOURS_PER_MONTH)
+    assert dict(estimate.items)["accounting: RDS MariaDB db.t4g.micro"] == pytest.approx(0.016 * HOURS_PER_MONTH)
     assert estimate.total < 150  # the old minimal example idled at about $265/month
 
 
