@@ -1,9 +1,10 @@
 """What every instance's user data reads on EC2, published by `local up` in the emulated AWS.
 
 The stacks give every launch template the user data of `stacks.user_data.boot_commands(role, values)` with `values`
-naming: the munge key secret (Secrets Manager), the mounts parameter (SSM: a JSON list of the shared file systems) and
-the cluster; the controller's boot writes the `slurmd --conf-server` argument on the shared file system. `publish`
-makes the same objects for a local cloud; each machine's user data derives its munge key from the secret itself.
+naming: the munge key secret (Secrets Manager), the mounts parameter (SSM: a JSON list of the shared file systems),
+the cluster, and the conf-server parameter, where the controller's config apply writes the `slurmd --conf-server`
+argument. `publish` makes the same objects for a local cloud; each machine's user data derives its munge key from the
+secret itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stacks.naming import CONF_SERVER_PENDING, conf_server_parameter
 from stacks.user_data import boot_commands
 
 
@@ -36,7 +38,8 @@ def publish(
     shared_mount: str,
     munge_secret: str | None = None,
 ) -> BootData:
-    """Create the munge secret and the mounts parameter in the emulated AWS (`client(service, region)`); returns the
+    """Create the munge secret, the mounts parameter and the conf-server parameter (its value pending until the
+    controller's config apply writes it, as the cluster stack creates it) in the emulated AWS; returns the
     user-data values naming them (the compute values; the controller's add its own, see controller_boot). With
     `munge_secret` (the secret of another cluster of the same federation), reuse that secret, as the federation
     stacks do. The shared file system is the host directory `shared_source`, bind-mounted at `shared_mount`."""
@@ -46,6 +49,9 @@ def publish(
     parameter = f"/elastic-slurm/{cluster}/mounts"
     mounts = [{"type": "none", "source": str(shared_source), "mount_point": shared_mount, "options": "bind"}]
     client("ssm", region).put_parameter(Name=parameter, Value=json.dumps(mounts), Type="String", Overwrite=True)
+    client("ssm", region).put_parameter(
+        Name=conf_server_parameter(cluster), Value=CONF_SERVER_PENDING, Type="String", Overwrite=True
+    )
     return BootData(
         values={
             "ES_CLUSTER": cluster,
@@ -53,6 +59,7 @@ def publish(
             "ES_MUNGE_SECRET": secret_name,
             "ES_MOUNTS_PARAMETER": parameter,
             "ES_LOG_GROUP": f"/elastic-slurm/{cluster}",
+            "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster),
         }
     )
 

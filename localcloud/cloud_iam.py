@@ -21,6 +21,7 @@ from localcloud.iam import ADMIN, Credentials, create_principals, role_documents
 from localcloud.layout import Layout
 from slurm_plugin.manifest import DeployedInfra
 from stacks.iam_policies import ArnScope, RegionTarget
+from stacks.naming import conf_server_parameter
 from stacks.node_policies import ControllerResources
 
 ROLES = ("controller", "compute")
@@ -77,6 +78,7 @@ def install(
         events_queue_arn=scope.arn("*", "sqs"),
         alerts_topic_arn=scope.arn(f"{cluster.name}-alerts", "sns"),
         alerts_key_arn=scope.arn("key/*", "kms"),
+        conf_server_parameter_arn=scope.arn(f"parameter{conf_server_parameter(cluster.name)}", "ssm"),
     )
     documents = role_documents(cluster.name, targets, scope, controller=resources, munge_owner=None)
     documents = {role: documents[role] for role in ROLES}

@@ -28,8 +28,10 @@ from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements, to_cdk
 from stacks.launch_templates import ROOT_VOLUME_GIB, pool_launch_template, root_volume, user_data
 from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
+    CONF_SERVER_PENDING,
     TAG_ROLE,
     ami_parameter,
+    conf_server_parameter,
     config_url_parameter,
     deployed_infra_parameter,
     image_flavor,
@@ -94,7 +96,16 @@ class ClusterStack(cdk.Stack):
             "ES_MUNGE_SECRET": self._munge_secret_id,
             "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
             "ES_LOG_GROUP": self.log_group.log_group_name,
+            "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster.name),
         }
+        # the controllers write their addresses here (CloudFormation creates it, so a delete removes it)
+        self.conf_server = ssm.StringParameter(
+            self,
+            "ConfServer",
+            parameter_name=conf_server_parameter(cluster.name),
+            description=f"slurmd --conf-server argument of {cluster.name} (written by its controllers)",
+            string_value=CONF_SERVER_PENDING,
+        )
         # The config reaches the controllers as data: the parameter names the (content-addressed) object, so an edit
         # changes the parameter's value and not the controllers' user data (no replacement); the controllers apply
         # it in place (assets/bootstrap/elastic-slurm-config-apply, slurm-config-sync.timer).
@@ -141,6 +152,7 @@ class ClusterStack(cdk.Stack):
             events_queue_arn=self.monitoring.queue.queue_arn,
             alerts_topic_arn=self.monitoring.topic.topic_arn,
             alerts_key_arn=self.monitoring.alerts_key.key_arn,
+            conf_server_parameter_arn=self.conf_server.parameter_arn,
         )
         for statement in to_cdk(controller_statements(resources)):
             self.controller_role.add_to_policy(statement)

@@ -36,6 +36,8 @@ def image_flavor(architecture: str, gpu: bool) -> str:
     return f"{architecture}-gpu" if gpu else architecture
 
 
+CONF_SERVER_PENDING = "pending"  # the conf-server parameter's value until a controller has written it
+
 # The root volume's device name in each base OS's AMIs: Image Builder and the launch templates size the volume of that
 # name (a mapping under another name would add a blank volume and leave the root at the AMI's size).
 ROOT_DEVICE = {"debian13": "/dev/xvda", "al2023": "/dev/xvda"}
@@ -51,6 +53,12 @@ def config_url_parameter(cluster: str) -> str:
     boot and whenever it changes (assets/bootstrap/elastic-slurm-config-apply), so an edit never touches their
     launch template."""
     return f"/elastic-slurm/{cluster}/config-url"
+
+
+def conf_server_parameter(cluster: str) -> str:
+    """SSM parameter (home region) holding the `slurmd --conf-server` argument: the controllers' addresses, written by
+    their config apply; every compute node, in any region, reads it before starting slurmd configless."""
+    return f"/elastic-slurm/{cluster}/conf-server"
 
 
 def deployed_infra_parameter(cluster: str) -> str:
@@ -78,13 +86,23 @@ def mounts_parameter(cluster: str) -> str:
     return f"/elastic-slurm/{cluster}/mounts"
 
 
-def home_boot_env(cluster: str, home_region: str, munge_owner: str | None = None) -> dict[str, str]:
+def remote_mounts_parameter(cluster: str) -> str:
+    """SSM parameter (home region) listing what compute nodes in remote regions mount: the home EFS by the IP of one of
+    its mount targets (over the VPC peering; its DNS name resolves only in the home VPC), no FSx."""
+    return f"/elastic-slurm/{cluster}/mounts-remote"
+
+
+def home_boot_env(
+    cluster: str, home_region: str, munge_owner: str | None = None, remote: bool = False
+) -> dict[str, str]:
     """Boot environment of a node, by names (usable from any region; AWS calls go to the home region). A federation
-    member reads the munge key of `munge_owner` (the federation's host cluster)."""
+    member reads the munge key of `munge_owner` (the federation's host cluster); a `remote` region's node mounts what
+    `remote_mounts_parameter` lists."""
     return {
         "ES_CLUSTER": cluster,
         "ES_REGION": home_region,
         "ES_MUNGE_SECRET": munge_secret_name(munge_owner or cluster),
-        "ES_MOUNTS_PARAMETER": mounts_parameter(cluster),
+        "ES_MOUNTS_PARAMETER": remote_mounts_parameter(cluster) if remote else mounts_parameter(cluster),
         "ES_LOG_GROUP": log_group_name(cluster),
+        "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster),
     }

@@ -23,6 +23,7 @@ class ControllerResources:
     events_queue_arn: str | None = None
     alerts_topic_arn: str | None = None
     alerts_key_arn: str | None = None
+    conf_server_parameter_arn: str | None = None
 
 
 def munge_secret_pattern(scope: ArnScope, cluster: str) -> str:
@@ -59,8 +60,8 @@ def node_statements(
 
 
 def controller_statements(resources: ControllerResources) -> list[Statement]:
-    """What only the controller reads: its config object, the database secret (accounting host), the events queue
-    (cluster manager) and the alert topic with its key."""
+    """What only the controller reads and writes: its config object, the database secret (accounting host), the events
+    queue (cluster manager), the alert topic with its key, and the conf-server parameter it publishes its address in."""
     result = [statement("ReadClusterConfig", ["s3:GetObject"], [resources.config_object_arn])]
     if resources.database_secret_arn:
         result.append(
@@ -78,4 +79,6 @@ def controller_statements(resources: ControllerResources) -> list[Statement]:
         result.append(statement("PublishAlerts", ["sns:Publish"], [resources.alerts_topic_arn]))
     if resources.alerts_key_arn:
         result.append(statement("EncryptAlerts", ["kms:GenerateDataKey", "kms:Decrypt"], [resources.alerts_key_arn]))
+    if resources.conf_server_parameter_arn:
+        result.append(statement("PublishConfServer", ["ssm:PutParameter"], [resources.conf_server_parameter_arn]))
     return result

@@ -58,7 +58,7 @@ class RegionStack(cdk.Stack):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
-        boot_env = home_boot_env(cluster.name, home_region, munge_owner)
+        boot_env = home_boot_env(cluster.name, home_region, munge_owner, remote=True)
         home = ArnScope(self.partition, self.account, home_region)
         munge = munge_secret_pattern(home, munge_owner or cluster.name)
         for statement in to_cdk(node_statements(home, cluster.name, [home_region], munge)):

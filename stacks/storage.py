@@ -1,7 +1,10 @@
 """Storage stack: EFS (encrypted, lifecycle, AWS Backup plan), FSx for Lustre, ONTAP and OpenZFS.
 
 Mount information for the bootstrap scripts is published as one SSM parameter (`/elastic-slurm/{cluster}/mounts`,
-JSON list of {type, dns/id, mount_point, options}), so nodes need no CloudFormation access.
+JSON list of {type, dns/id, mount_point, options}), so nodes need no CloudFormation access. With remote regions, a
+second one (`/elastic-slurm/{cluster}/mounts-remote`) lists what their nodes mount: the EFS by the IP address of its
+first mount target, across the VPC peering (EFS DNS names resolve only inside their own VPC); FSx file systems are not
+mounted in remote regions (docs/deploy.md, "Remote regions").
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from cluster_config.model import (
     FsxOpenZfsStorage,
     NewNetwork,
 )
-from stacks.naming import mounts_parameter
+from stacks.naming import mounts_parameter, remote_mounts_parameter
 from stacks.network import ClusterSecurityGroups
 
 LIFECYCLE_DAYS = {
@@ -70,6 +73,7 @@ class StorageStack(cdk.Stack):
             [network.vpc_cidr] if isinstance(network, NewNetwork) else [s.cidr for s in network.subnets]
         )
         self.mounts: list[dict[str, str]] = []
+        self.remote_mounts: list[dict[str, str]] = []
         self.file_system_arns: list[str] = []
         storage = cluster.storage
         if storage.efs:
@@ -96,6 +100,14 @@ class StorageStack(cdk.Stack):
             description="Shared file systems every node mounts (JSON)",
             string_value=self.to_json_string(self.mounts),
         )
+        if cluster.remote_regions:
+            ssm.StringParameter(
+                self,
+                "RemoteMounts",
+                parameter_name=remote_mounts_parameter(cluster.name),
+                description="Shared file systems nodes in remote regions mount (JSON)",
+                string_value=self.to_json_string(self.remote_mounts),
+            )
 
     def _backup_vault(self) -> backup.BackupVault:
         """The EFS backup vault, retained with its recovery points when the stack is deleted. Vault names are unique
@@ -128,6 +140,12 @@ class StorageStack(cdk.Stack):
         self.file_system_arns.append(file_system.file_system_arn)
         self.mounts.append(
             {"type": "efs", "source": file_system.file_system_id, "mount_point": conf.mount_point, "options": "tls"}
+        )
+        # remote regions: by a mount target's address (efs-utils `mounttargetip`), the file system's region named
+        targets = [c for c in file_system.node.children if isinstance(c, efs.CfnMountTarget)]
+        options = cdk.Fn.join("", ["tls,region=", self.region, ",mounttargetip=", targets[0].attr_ip_address])
+        self.remote_mounts.append(
+            {"type": "efs", "source": file_system.file_system_id, "mount_point": conf.mount_point, "options": options}
         )
 
     def _lustre(self, conf: FsxLustreStorage) -> None:

@@ -4,14 +4,18 @@ Both roles: write `/etc/elastic-slurm/env` (values CloudFormation fills in), ins
 Manager, mount every shared file system listed in the mounts parameter, ship /var/log/slurm to CloudWatch Logs. Then
 the controller fetches its config and `DeployedInfra`, finds the controllers' (and slurmdbd's) host names by their
 Name tags, renders the base slurm.conf + cgroup.conf + fragments + the runtime manifest into /etc/slurm, publishes the
-`slurmd --conf-server` argument on the shared file system (compute nodes run slurmd configless), enables
-the cluster manager (and the license sync timer when the config syncs licenses) and starts slurmctld (and slurmdbd on
-the accounting host); a compute node execs `elastic-slurm-node-bootstrap` (assets/bootstrap, installed into the AMI
-by the Image Builder component), which finds its Slurm node name and execs slurmd. The plugin's console scripts are
+`slurmd --conf-server` argument in an SSM parameter (assets/bootstrap/elastic-slurm-config-apply, re-run by
+slurm-config-sync.timer when a deploy changes the config), starts slurmdbd (accounting host) and slurmctld, enables
+the cluster manager and the timers, and signals the stack's wait condition (SUCCESS once healthy, FAILURE with the
+reason when a step fails); a compute node reads the conf-server parameter and execs `elastic-slurm-node-bootstrap`
+(assets/bootstrap, installed into the AMI by the Image Builder component), which finds its Slurm node name and execs
+slurmd configless. The plugin's console scripts are
 in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component pip-installs the project into).
 """
 
 from __future__ import annotations
+
+from stacks.naming import CONF_SERVER_PENDING
 
 BIN = "/opt/elastic-slurm/bin"
 VENV_PYTHON = "/opt/elastic-slurm/venv/bin/python"
@@ -114,14 +118,17 @@ _CONTROLLER = [
 ]
 
 _COMPUTE = [
-    "# slurmd runs configless: the controllers (written by the controller boot) are on a shared file system",
-    f"for mount_point in $(jq -r '.[].mount_point' {ETC}/mounts.json); do",
-    '  if [ -r "$mount_point/slurm/conf-server/$ES_CLUSTER" ]; then',
-    '    ELASTIC_SLURM_CONF_SERVER=$(cat "$mount_point/slurm/conf-server/$ES_CLUSTER")',
-    '    export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
-    "    break",
-    "  fi",
+    "# slurmd runs configless: the controllers' addresses are in the conf-server parameter (home region), written by",
+    "# their config apply (a node is launched only once a controller runs; bounded wait for a replaced controller)",
+    "for _ in $(seq 60); do",
+    '  ELASTIC_SLURM_CONF_SERVER=$(aws ssm get-parameter --name "$ES_CONF_SERVER_PARAMETER" --query Parameter.Value'
+    " --output text)",
+    f'  [ "$ELASTIC_SLURM_CONF_SERVER" != {CONF_SERVER_PENDING} ] && break',
+    "  sleep 10",
     "done",
+    f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ]; then'
+    ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
+    'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
     f"exec {BIN}/elastic-slurm-node-bootstrap",
 ]
 

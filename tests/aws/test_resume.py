@@ -177,7 +177,9 @@ def test_a_multi_node_jobs_nodes_launch_all_or_nothing_in_one_az(
 ) -> None:
     job = _nodes("cpu-c7i-", 4)
     calls = _fleet_calls(
-        aws, tmp_path / "requests.jsonl", lambda: resume_nodes(manifest, job, [job], ec2_for(aws), FakeSlurm(), rid("j"))
+        aws,
+        tmp_path / "requests.jsonl",
+        lambda: resume_nodes(manifest, job, [job], ec2_for(aws), FakeSlurm(), rid("j")),
     )
     (fleet,) = calls
     assert fleet["OnDemandOptions.SingleAvailabilityZone"] == "true"

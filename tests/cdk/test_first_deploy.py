@@ -227,7 +227,7 @@ def test_node_role_policies_hold_exactly_the_statements_the_local_cloud_enforces
     controller = [
         *fleet_statements(scope, "east", [RegionTarget("us-east-1", "vpc", ["lt"], "role")]),
         *node,
-        *controller_statements(ControllerResources("object", "secret", "queue", "topic", "key")),
+        *controller_statements(ControllerResources("object", "secret", "queue", "topic", "key", "parameter")),
     ]
     assert sids("ControllerRole") == sorted(s["Sid"] for s in controller)
     assert sids("ComputeRole") == sorted(s["Sid"] for s in node)

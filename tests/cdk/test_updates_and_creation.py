@@ -5,6 +5,7 @@ limit 1, blocks the metadata service for job users and mounts its file systems f
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
@@ -139,3 +140,18 @@ def test_shared_file_systems_are_mounted_from_fstab_with_netdev_and_nofail(role:
     script = "\n".join(boot_commands(role, {"ES_CLUSTER": "c1"}))
     assert "%s %s %s %s,_netdev,nofail 0 0" in script and ">> /etc/fstab" in script
     assert 'mount "$mount_point"' in script  # mounted by its fstab entry, as a reboot would
+
+
+def test_remote_region_nodes_mount_the_home_efs_by_a_mount_target_address(assemblies: dict[str, Assembly]) -> None:
+    assembly = assemblies["remote-region"]
+    parameters = {
+        p["Properties"]["Name"]: p["Properties"]["Value"]
+        for p in _of_type(assembly, "es-burst-storage", "AWS::SSM::Parameter").values()
+    }
+    remote = json.dumps(parameters["/elastic-slurm/burst/mounts-remote"])
+    assert "mounttargetip=" in remote and "IpAddress" in remote and "tls,region=" in remote
+    assert "mounttargetip" not in json.dumps(parameters["/elastic-slurm/burst/mounts"])
+    for stack, wanted in (("es-burst-region-us-west-2", "mounts-remote"), ("es-burst-cluster", "mounts")):
+        for template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").values():
+            user_data = json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])
+            assert f"ES_MOUNTS_PARAMETER=/elastic-slurm/burst/{wanted}'" in user_data, stack

@@ -60,7 +60,7 @@ def test_controller_and_instances_sign_as_their_roles(cloud: LocalCloud) -> None
         policy = json.loads(policy) if isinstance(policy, str) else policy
         statements = {s["Sid"] for s in policy["Statement"]}
         # as the cluster stack: config object, events queue, alert topic + key; with accounting, the database secret
-        own = ControllerResources("object", "secret", "queue", "topic", "key")
+        own = ControllerResources("object", "secret", "queue", "topic", "key", "parameter")
         targets = [RegionTarget(info.regions[0], "v", [], "r")]
         expected = role_documents(info.cluster, targets, controller=own)[role]["Statement"]
         assert statements == {s["Sid"] for s in expected}, role

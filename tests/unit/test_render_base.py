@@ -238,5 +238,5 @@ def test_controller_boot_finds_both_controllers_by_their_name_tags(tmp_path: Pat
 
 def test_compute_boot_exports_the_conf_server_before_the_bootstrap() -> None:
     script = "\n".join(user_data.boot_commands("compute", {"ES_CLUSTER": "c1"}))
-    assert 'ELASTIC_SLURM_CONF_SERVER=$(cat "$mount_point/slurm/conf-server/$ES_CLUSTER")' in script
+    assert 'ELASTIC_SLURM_CONF_SERVER=$(aws ssm get-parameter --name "$ES_CONF_SERVER_PARAMETER"' in script
     assert script.index("ELASTIC_SLURM_CONF_SERVER") < script.index("exec /opt/elastic-slurm/bin/elastic-slurm-node")
