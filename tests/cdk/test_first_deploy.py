@@ -41,7 +41,8 @@ def _of_type(assembly: Assembly, stack: str, resource_type: str) -> dict[str, di
 
 
 def test_slurm_conf_sets_the_srun_port_range_the_peered_groups_open(template: Callable[[str, str], Template]) -> None:
-    conf = render_base_conf(load(EXAMPLES / "minimal.yaml"), "minimal", BaseSettings(controller_hosts=("ctl",)))
+    settings = BaseSettings(controller_hosts=("ctl",), slurmdbd_host="ctl")
+    conf = render_base_conf(load(EXAMPLES / "minimal.yaml"), "minimal", settings)
     low, high = SRUN_PORT_RANGE
     assert f"SrunPortRange={low}-{high}" in conf.splitlines()
     template("remote-region", "es-burst-network").has_resource_properties(

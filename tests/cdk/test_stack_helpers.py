@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cluster_config import load
+from stacks import user_data
 from stacks.images import needed_flavors, parent_image
 from stacks.storage import efs_lifecycle
 from stacks.user_data import boot_commands
@@ -20,7 +21,8 @@ def test_controller_boot_renders_from_deployed_infra_and_starts_slurmctld() -> N
     lines = boot_commands("controller", {"ES_CLUSTER": "c1", "ES_REGION": "us-east-1"})
     script = "\n".join(lines)
     assert "echo 'ES_ROLE=controller' >> /etc/elastic-slurm/env" in lines
-    assert "--infra /etc/elastic-slurm/infra.json" in script
+    apply = (REPO_ROOT / "assets" / "bootstrap" / "elastic-slurm-config-apply").read_text()
+    assert '--infra "$stage/infra.json"' in apply and f"{user_data.BIN}/elastic-slurm-config-apply" in script
     # slurmctld starts after slurmdbd answered and the accounting objects were applied; the boot waits for it to answer
     order = ["es_wait 600 slurmdbd", "slurm-accounting-apply", "systemctl enable --now slurmctld", "scontrol ping"]
     positions = [script.index(step) for step in order]

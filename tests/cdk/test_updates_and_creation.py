@@ -151,7 +151,11 @@ def test_remote_region_nodes_mount_the_home_efs_by_a_mount_target_address(assemb
     remote = json.dumps(parameters["/elastic-slurm/burst/mounts-remote"])
     assert "mounttargetip=" in remote and "IpAddress" in remote and "tls,region=" in remote
     assert "mounttargetip" not in json.dumps(parameters["/elastic-slurm/burst/mounts"])
-    for stack, wanted in (("es-burst-region-us-west-2", "mounts-remote"), ("es-burst-cluster", "mounts")):
-        for template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").values():
-            user_data = json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])
-            assert f"ES_MOUNTS_PARAMETER=/elastic-slurm/burst/{wanted}'" in user_data, stack
+    remote_templates = _of_type(assembly, "es-burst-region-us-west-2", "AWS::EC2::LaunchTemplate").values()
+    home_templates = _of_type(assembly, "es-burst-cluster", "AWS::EC2::LaunchTemplate").values()
+    assert remote_templates and home_templates
+    for template in remote_templates:
+        user_data = json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])
+        assert "ES_MOUNTS_PARAMETER=/elastic-slurm/burst/mounts-remote'" in user_data
+    for template in home_templates:  # the home nodes mount by DNS name (their parameter is a reference here)
+        assert "mounts-remote" not in json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])
