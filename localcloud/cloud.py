@@ -49,6 +49,7 @@ DAEMONS: list[tuple[str, str]] = [
     ("instance-runner", "localcloud.instance_runner"),
     ("license-sync-timer", "while sleep"),
     ("longcheck-timer", "while sleep"),
+    ("config-sync-timer", "while sleep"),
     ("clustermgr", "slurm_plugin.manager"),
     ("slurmctld", "slurmctld"),
     ("slurmdbd", "slurmdbd"),

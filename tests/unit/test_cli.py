@@ -89,8 +89,8 @@ def test_valid_file_prints_a_summary_and_exits_0(capsys: pytest.CaptureFixture[s
     assert out.splitlines()[:4] == [
         f"{path}: valid",
         "  cluster minimal (us-east-1): 1 partition(s), 1 pool(s), 0 always-on / 16 max nodes",
-        "  accounting=none",
-        "  estimated idle cost: at least $45/month (no jobs running; list prices, us-east-1)",
+        "  accounting=create",
+        "  estimated idle cost: at least $60/month (no jobs running; list prices, us-east-1)",
     ]
 
 

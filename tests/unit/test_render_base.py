@@ -159,7 +159,8 @@ def test_render_with_controller_hosts_writes_the_base_beside_the_fragment(
 ) -> None:
     config, cache = _cli_inputs(tmp_path)
     out = tmp_path / "out"
-    assert main(["render", config, "--cache", cache, "--out", str(out), "--controller-hosts", "ip-a(127.0.0.10)"]) == 0
+    hosts = ["--controller-hosts", "ip-a(127.0.0.10)", "--slurmdbd-host", "127.0.0.10"]
+    assert main(["render", config, "--cache", cache, "--out", str(out), *hosts]) == 0
     assert "slurm.conf + cgroup.conf" in capsys.readouterr().out
     base = (out / "slurm.conf").read_text()
     assert base.splitlines()[-1] == "Include slurm-elastic.conf"
@@ -233,7 +234,8 @@ def test_controller_boot_finds_both_controllers_by_their_name_tags(tmp_path: Pat
         text=True,
         check=True,
     )
-    assert facts.stdout.strip() == "ip-127-0-0-10(127.0.0.10),ip-127-0-0-11(127.0.0.11)|/shared||none"
+    # minimal.yaml keeps accounting: its slurmdbd runs on controller 0
+    assert facts.stdout.strip() == "ip-127-0-0-10(127.0.0.10),ip-127-0-0-11(127.0.0.11)|/shared|127.0.0.10|create"
 
 
 def test_compute_boot_exports_the_conf_server_before_the_bootstrap() -> None:

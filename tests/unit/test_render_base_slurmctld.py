@@ -48,6 +48,7 @@ def test_slurmctld_starts_from_the_production_base(controllers: int, munge_socke
     text = MINIMAL.read_text().replace(
         "  - name: minimal", f"  - name: minimal\n    controller: {{count: {controllers}}}"
     )
+    text = text[: text.index("\naccounting:")] + "\naccounting: {mode: none}\n"  # no slurmdbd in this test
     config_path = tmp_path / "cluster.yaml"
     config_path.write_text(text)
     config = load(config_path)
