@@ -193,7 +193,9 @@ def _resume_claimed(
         bind.extras.extend(i.instance_id for i in result.instances if not i.private_ip)  # could not learn its address
         codes.update(dict.fromkeys(share.failed, result.code))
         undecided.difference_update(launch.nodes)
-        new_cooling.extend((launch.pool, az) for az in cooldown_azs(launch.attempts, result.failed_keys))
+        if not any(a.single_availability_zone for a in launch.attempts):
+            # a job's all-or-nothing minimum missed in an AZ says little about single nodes there: no cool-down
+            new_cooling.extend((launch.pool, az) for az in cooldown_azs(launch.attempts, result.failed_keys))
         bind.settle(job_groups, codes, undecided)  # bind this pool now: the manager's orphan grace keeps running
     outcome.failed = {node: codes[node] for node in wanted if node in codes and node not in outcome.launched}
     if new_cooling:

@@ -159,9 +159,10 @@ def plan_launch(
     """Group nodes by pool and order each pool's attempts, skipping (pool, AZ) pairs in capacity cool-down.
 
     `job_groups` are the node sets of multi-node jobs from the resume file (all-or-nothing); a node in several jobs
-    belongs to the first. Nodes of a group come first in their pool's node order, so they are served first, and a
-    pool launch that carries a group gets single-AZ attempts (`single_az_attempts`) unless its key is in
-    `spread_pools` (pools whose jobs may span AZs).
+    belongs to the first. Each job's nodes of a pool get a launch of their own with single-AZ attempts
+    (`single_az_attempts`: the whole job in one AZ or none), first, then the pool's other nodes with the usual
+    attempts; unless the pool's key is in `spread_pools` (pools whose jobs may span AZs): then one launch, the jobs'
+    nodes first.
     """
     by_prefix = node_pools(pools)
     cooling_by_pool: dict[str, set[str]] = {}
@@ -200,12 +201,17 @@ def plan_launch(
             cooling_nodes.extend(pool_nodes)
             continue
         groups = tuple(groups_by_pool.get(key, ()))
-        if groups and key not in spread_pools:
-            attempts = single_az_attempts(attempts)
         grouped = [n for g in groups for n in g]
         in_group = set(grouped)
-        ordered = tuple(grouped + [n for n in pool_nodes if n not in in_group])
-        launches.append(PoolLaunch(key, ordered, groups, attempts))
+        rest = tuple(n for n in pool_nodes if n not in in_group)
+        if groups and key not in spread_pools:
+            # one launch per job, all-or-nothing in one AZ with exactly its nodes; the pool's other nodes apart
+            one_az = single_az_attempts(attempts)
+            launches.extend(PoolLaunch(key, group, (group,), one_az) for group in groups)
+            if rest:
+                launches.append(PoolLaunch(key, rest, (), attempts))
+            continue
+        launches.append(PoolLaunch(key, tuple(grouped) + rest, groups, attempts))
     return LaunchPlan(tuple(launches), tuple(unknown), tuple(cooling_nodes))
 
 

@@ -201,3 +201,19 @@ def test_a_pool_that_allows_spreading_launches_its_jobs_in_any_azs(
     assert not any(key.endswith(("SingleAvailabilityZone", "MinTargetCapacity")) for key in fleet)
     azs = {fleet[k] for k in fleet if k.endswith(".SubnetId")}
     assert len(azs) == 3  # the overrides of every AZ in one call
+
+
+def test_only_the_jobs_nodes_are_held_to_one_az_not_the_single_nodes_beside_them(
+    aws: EmulatedAws, manifest: Manifest, tmp_path: Path
+) -> None:
+    job = _nodes("cpu-c7i-", 4)
+    singles = _nodes("cpu-c7i-", 10, start=5)
+    outcome: list[object] = []
+    calls = _fleet_calls(
+        aws,
+        tmp_path / "requests.jsonl",
+        lambda: outcome.append(resume_nodes(manifest, [*job, *singles], [job], ec2_for(aws), FakeSlurm(), rid("m"))),
+    )
+    minimums = sorted(c.get("OnDemandOptions.MinTargetCapacity", "-") for c in calls)
+    assert minimums == ["-", "4"]  # the job all-or-nothing; the 10 others in any AZ, best effort
+    assert len(live_instances(aws, manifest.cluster)) == 14

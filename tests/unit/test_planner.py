@@ -104,10 +104,11 @@ def test_nodes_are_grouped_by_pool_and_unknown_names_reported() -> None:
 
 def test_job_nodes_come_first_and_form_groups_per_pool() -> None:
     plan = plan_launch(["p-cpu-1", "p-cpu-2", "p-cpu-3", "p-gpu-1"], POOLS, [], [["p-cpu-3", "p-gpu-1"]])
-    by_pool = {launch.pool: launch for launch in plan.launches}
-    assert by_pool["p-cpu"].nodes[0] == "p-cpu-3"
-    assert by_pool["p-cpu"].groups == (("p-cpu-3",),)
-    assert by_pool["p-gpu"].groups == (("p-gpu-1",),)
+    assert [(launch.pool, launch.nodes, launch.groups) for launch in plan.launches] == [
+        ("p-cpu", ("p-cpu-3",), (("p-cpu-3",),)),  # the job's part in this pool, launched first, on its own
+        ("p-cpu", ("p-cpu-1", "p-cpu-2"), ()),
+        ("p-gpu", ("p-gpu-1",), (("p-gpu-1",),)),
+    ]
 
 
 def test_single_node_job_is_best_effort() -> None:

@@ -87,6 +87,19 @@ def test_only_the_pool_carrying_the_job_is_restricted() -> None:
     assert not any(a.single_availability_zone for a in by_pool["p-mem"].attempts)
 
 
+def test_each_job_is_its_own_all_or_nothing_launch_and_single_nodes_are_not_held_to_one_az() -> None:
+    jobs = [["p-cpu-1", "p-cpu-2"], ["p-cpu-3", "p-cpu-4", "p-cpu-5"]]
+    nodes = [f"p-cpu-{i}" for i in range(1, 9)]
+    plan = plan_launch(nodes, [SPREAD], [], jobs)
+    assert [(launch.nodes, launch.groups) for launch in plan.launches] == [
+        (("p-cpu-1", "p-cpu-2"), (("p-cpu-1", "p-cpu-2"),)),
+        (("p-cpu-3", "p-cpu-4", "p-cpu-5"), (("p-cpu-3", "p-cpu-4", "p-cpu-5"),)),
+        (("p-cpu-6", "p-cpu-7", "p-cpu-8"), ()),
+    ]
+    assert all(a.single_availability_zone for launch in plan.launches[:2] for a in launch.attempts)
+    assert not any(a.single_availability_zone for a in plan.launches[2].attempts)
+
+
 def test_splitting_an_attempt_without_overrides_yields_nothing() -> None:
     empty = Attempt("us-east-1", "lt-1", "spot", ())
     assert single_az_attempts([empty]) == ()
