@@ -81,7 +81,10 @@ def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> d
             if stack is None:
                 continue
             for key, value in {**config.tags, **cluster.tags}.items():
-                cdk.Tags.of(stack).add(key, value)
+                # not on launch templates: a tag there is a new template version, and a new version of the
+                # controllers' template replaces them. Controllers carry the tags on the instance resource (updated
+                # in place); compute instances get them from the plugin at launch (manifest tags).
+                cdk.Tags.of(stack).add(key, value, exclude_resource_types=["AWS::EC2::LaunchTemplate"])
             suppress_reviewed_findings(stack, kind, name, regions)
     # cdk-nag v3 runs as a CDK policy-validation plugin (v2 was an Aspect); findings fail the synth.
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

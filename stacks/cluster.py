@@ -156,18 +156,23 @@ class ClusterStack(cdk.Stack):
         )
         for statement in to_cdk(controller_statements(resources)):
             self.controller_role.add_to_policy(statement)
-        # Creation waits until every controller reports healthy (slurmctld, slurmdbd when accounting is on, the
+        # a new config object becomes readable (the policy names it) before the parameter points the controllers at it
+        self.config_url.node.add_dependency(self.controller_role)
+        # Creation waits until each controller reports healthy (slurmctld, slurmdbd when accounting is on, the
         # cluster manager) or fails with the reason its boot sends (the failing step and its last output lines).
-        ready = cdk.CfnWaitConditionHandle(self, "ControllersReadyHandle")
-        self.controllers = [
-            self._controller(index, env, infra, database_secret, database_endpoint, ready.ref)
-            for index in range(cluster.controller.count)
-        ]
-        self.controllers_ready = cdk.CfnWaitCondition(
-            self, "ControllersReady", count=cluster.controller.count, handle=ready.ref, timeout=str(BOOT_TIMEOUT_S)
-        )
-        for controller in self.controllers:
-            self.controllers_ready.add_dependency(controller)
+        # One wait condition per controller: adding a backup controller later creates its own and leaves the
+        # primary's user data (which names its handle) unchanged.
+        self.controllers = []
+        self.controllers_ready: list[cdk.CfnWaitCondition] = []
+        for index in range(cluster.controller.count):
+            handle = cdk.CfnWaitConditionHandle(self, f"Controller{index}ReadyHandle")
+            controller = self._controller(index, env, infra, database_secret, database_endpoint, handle.ref)
+            ready = cdk.CfnWaitCondition(
+                self, f"Controller{index}Ready", count=1, handle=handle.ref, timeout=str(BOOT_TIMEOUT_S)
+            )
+            ready.add_dependency(controller)
+            self.controllers.append(controller)
+            self.controllers_ready.append(ready)
         self.monitoring.watch_controllers([c.ref for c in self.controllers])
         regions = [self.region, *(r.region for r in self.remote_regions)]
         self.deconfigure = Deconfigure(

@@ -26,7 +26,7 @@ SIGNAL_URL_FILE = f"{ETC}/signal-url"
 _PRELUDE = [
     "set -Eeuo pipefail",
     "# the boot's own log (also in cloud-init's output): a failure's reason is taken from its last lines",
-    "exec > >(tee -a /run/elastic-slurm-boot.log) 2>&1",
+    "exec 3>&1 4>&2 > >(tee -a /run/elastic-slurm-boot.log) 2>&1  # 3, 4: the original outputs (see _COMPUTE)",
     "es_signal() {  # es_signal SUCCESS|FAILURE REASON: the stack's creation wait condition (no-op without its URL)",
     f"  [ -r {SIGNAL_URL_FILE} ] || return 0",
     '  jq -cn --arg s "$1" --arg r "$2" --arg id "$(hostname -s)" \'{Status: $s, Reason: $r, UniqueId: $id, Data: $r}\''
@@ -43,6 +43,8 @@ _PRELUDE = [
     f"install -d -m 0755 {ETC}",
     "set -a; . /etc/elastic-slurm/env; set +a",
     'export AWS_DEFAULT_REGION="$ES_REGION"',
+    "# a burst of booting nodes reads the same parameters: retry throttled calls (botocore's standard retry mode)",
+    "export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS=10",
     "# instance metadata (the node role's credentials) for root (and slurm on controllers) only, on every boot",
     "systemctl enable --now elastic-slurm-imds-guard.service",
     "# munge: the same key on every member of the cluster",
@@ -75,7 +77,7 @@ _PRELUDE = [
 
 _CONTROLLER = [
     "# config (from the S3 object the config parameter names), instance cache, controller hosts by their Name tags,",
-    "# render into /etc/slurm, the conf-server file for configless compute nodes, directories, the license-sync timer:",
+    "# render into /etc/slurm, the conf-server parameter for configless compute nodes, directories, license sync:",
     "# assets/bootstrap/elastic-slurm-config-apply, which slurm-config-sync.timer re-runs when a deploy changes the config",
     f"{BIN}/elastic-slurm-config-apply",
     f"set -a; . {ETC}/facts.env; set +a",
@@ -113,6 +115,8 @@ _CONTROLLER = [
     "# then tell CloudFormation (the stack's creation waits for this signal)",
     'if [ "$ES_ACCOUNTING_MODE" != none ]; then es_wait 60 "slurmdbd" sacctmgr -n show cluster; fi',
     'es_wait 60 "the cluster manager" systemctl is-active slurm-clustermgr.service',
+    "sleep 5  # still running: a manager that crashes at start (Restart=always) is active for an instant only",
+    'es_wait 4 "the cluster manager (still running)" systemctl is-active slurm-clustermgr.service',
     'es_signal SUCCESS "controller $(hostname -s) of $ES_CLUSTER is up"',
     'echo "elastic-slurm boot: controller $(hostname -s) of $ES_CLUSTER is up"',
 ]
@@ -122,13 +126,15 @@ _COMPUTE = [
     "# their config apply (a node is launched only once a controller runs; bounded wait for a replaced controller)",
     "for _ in $(seq 60); do",
     '  ELASTIC_SLURM_CONF_SERVER=$(aws ssm get-parameter --name "$ES_CONF_SERVER_PARAMETER" --query Parameter.Value'
-    " --output text)",
+    " --output text || echo pending)",
     f'  [ "$ELASTIC_SLURM_CONF_SERVER" != {CONF_SERVER_PENDING} ] && break',
     "  sleep 10",
     "done",
     f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ]; then'
     ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
     'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
+    "# slurmd's output to the original outputs only (not into the boot log on /run, a tmpfs, for the node's life)",
+    "exec 1>&3 2>&4 3>&- 4>&-",
     f"exec {BIN}/elastic-slurm-node-bootstrap",
 ]
 

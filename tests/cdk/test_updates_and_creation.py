@@ -35,12 +35,18 @@ def _config_url(assembly: Assembly, stack: str, cluster: str) -> Any:
 
 @pytest.fixture(scope="module")
 def edited_minimal(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
-    """minimal.yaml with its pool's max_nodes raised from 16 to 40, synthesized by the real CLI."""
+    """minimal.yaml with its pool's max_nodes raised from 16 to 40, a second pool, a QOS and a new cost-center tag,
+    synthesized by the real CLI."""
     base = tmp_path_factory.mktemp("edited")
     data = yaml.safe_load((EXAMPLES / "minimal.yaml").read_text())
     (pool,) = data["clusters"][0]["partitions"][0]["pools"]
     assert pool["max_nodes"] == 16
     pool["max_nodes"] = 40
+    data["clusters"][0]["partitions"][0]["pools"].append(
+        {"name": "m7i", "instance_types": ["m7i.large"], "max_nodes": 4}
+    )
+    data["qos"] = [{"name": "short"}]
+    data["clusters"][0]["tags"] = {"cost-center": "hpc-42"}
     config = base / "minimal.yaml"
     config.write_text(yaml.safe_dump(data))
     result = subprocess.run(
@@ -55,7 +61,7 @@ def edited_minimal(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
     return Assembly(config, base / "out", result.returncode, result.stdout + result.stderr)
 
 
-def test_editing_a_pools_max_nodes_replaces_no_controller_and_no_launch_template(
+def test_editing_pools_qos_and_tags_replaces_no_controller_and_no_launch_template(
     assemblies: dict[str, Assembly], edited_minimal: Assembly
 ) -> None:
     assert edited_minimal.returncode == 0, edited_minimal.output[-2000:]
@@ -64,37 +70,48 @@ def test_editing_a_pools_max_nodes_replaces_no_controller_and_no_launch_template
     # the edit reached the deployment: a new config object, named by the parameter the controllers read
     assert _config_url(before, stack, "minimal") != _config_url(after, stack, "minimal")
     compared = 0
-    for resource_type in ("AWS::EC2::Instance", "AWS::EC2::LaunchTemplate"):
-        old, new = _of_type(before, stack, resource_type), _of_type(after, stack, resource_type)
-        assert old.keys() == new.keys(), resource_type
-        for logical_id in old:
-            assert old[logical_id] == new[logical_id], f"{logical_id} changes: CloudFormation would update it"
-            compared += 1
-    assert compared == 3  # the controller, its launch template and the pool's launch template
+    old_templates = _of_type(before, stack, "AWS::EC2::LaunchTemplate")
+    new_templates = _of_type(after, stack, "AWS::EC2::LaunchTemplate")
+    assert len(new_templates) == len(old_templates) + 1  # the new pool's
+    for logical_id, template in old_templates.items():
+        assert new_templates[logical_id] == template, f"{logical_id} changes: a new version (controller replaced)"
+        compared += 1
+    (controller_id, controller), (new_id, new_controller) = (
+        next(iter(_of_type(before, stack, "AWS::EC2::Instance").items())),
+        next(iter(_of_type(after, stack, "AWS::EC2::Instance").items())),
+    )
+    assert controller_id == new_id
+    assert controller["Properties"]["LaunchTemplate"] == new_controller["Properties"]["LaunchTemplate"]
+    assert controller["Properties"]["SubnetId"] == new_controller["Properties"]["SubnetId"]
+    # the new tag reaches the controller as an instance tag (updated in place), not through its launch template
+    assert {"Key": "cost-center", "Value": "hpc-42"} in new_controller["Properties"]["Tags"]
+    assert compared == 2  # the controller's launch template and the first pool's
 
 
 @pytest.mark.parametrize(
     ("config", "stack", "controllers"), [("minimal", "es-minimal-cluster", 1), ("multi-az-gpu", "es-gpu-cluster", 2)]
 )
-def test_stack_creation_waits_for_every_controllers_healthy_signal(
+def test_stack_creation_waits_for_each_controllers_healthy_signal(
     assemblies: dict[str, Assembly], config: str, stack: str, controllers: int
 ) -> None:
     assembly = assemblies[config]
     instances = _of_type(assembly, stack, "AWS::EC2::Instance")
-    assert len(instances) == controllers
-    (handle_id,) = _of_type(assembly, stack, "AWS::CloudFormation::WaitConditionHandle")
-    (condition,) = _of_type(assembly, stack, "AWS::CloudFormation::WaitCondition").values()
-    assert condition["Properties"]["Count"] == controllers
-    assert condition["Properties"]["Handle"] == {"Ref": handle_id}
-    assert 600 < int(condition["Properties"]["Timeout"]) <= 3600
-    assert set(instances) <= set(condition["DependsOn"])
-    # each controller's user data writes the handle's URL (what it signals SUCCESS or FAILURE to)
-    for template in _of_type(assembly, stack, "AWS::EC2::LaunchTemplate").values():
-        user_data = str(template["Properties"]["LaunchTemplateData"].get("UserData"))
-        if "ES_ROLE=controller" in user_data:
-            assert f"'Ref': '{handle_id}'" in user_data
-        else:
-            assert handle_id not in user_data
+    handles = _of_type(assembly, stack, "AWS::CloudFormation::WaitConditionHandle")
+    conditions = _of_type(assembly, stack, "AWS::CloudFormation::WaitCondition")
+    assert len(instances) == len(handles) == len(conditions) == controllers
+    templates = _of_type(assembly, stack, "AWS::EC2::LaunchTemplate")
+    for index in range(controllers):
+        (condition,) = [c for k, c in conditions.items() if k.startswith(f"Controller{index}Ready")]
+        (handle_id,) = [k for k in handles if k.startswith(f"Controller{index}ReadyHandle")]
+        (instance_id,) = [k for k in instances if k.startswith(f"Controller{index}")]
+        assert condition["Properties"]["Count"] == 1 and condition["Properties"]["Handle"] == {"Ref": handle_id}
+        assert 600 < int(condition["Properties"]["Timeout"]) <= 3600
+        assert instance_id in condition["DependsOn"]
+        # the controller's launch template writes its own handle's URL (what it signals SUCCESS or FAILURE to)
+        template_id = instances[instance_id]["Properties"]["LaunchTemplate"]["LaunchTemplateId"]["Ref"]
+        user_data = json.dumps(templates[template_id]["Properties"]["LaunchTemplateData"]["UserData"])
+        assert f'"Ref": "{handle_id}"' in user_data
+        assert sum(h in user_data for h in handles) == 1
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,35 @@ def test_an_unchanged_config_parameter_changes_nothing(cloud: LocalCloud) -> Non
     assert conf.stat().st_mtime_ns == before
 
 
+def test_a_config_that_fails_to_render_leaves_the_running_one_and_is_not_retried_every_minute(
+    cloud: LocalCloud,
+) -> None:
+    conf = cloud.layout.slurm_conf
+    before = conf.read_text()
+    etc = cloud.layout.machine_dir("controller") / "etc-elastic-slurm"
+    applied = (etc / "config-applied").read_text()
+    path = Path(cloud.info().config_path)
+    good = path.read_text()
+    cluster = load(path).clusters[0]
+    aws = cloud.aws()
+    try:
+        path.write_text(good.replace("max_nodes: 4", "max_nodes: 0"))  # `validate` would refuse it; say it got through
+        url = controller_boot.deploy_config(lambda s, r: aws.client(s, r), cluster, path)
+        failed = cloud.on_controller(
+            ["/bin/bash", "-c", f"set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start {SYNC_UNIT}"]
+        )
+        assert failed.returncode != 0
+        assert conf.read_text() == before and (etc / "config-applied").read_text() == applied
+        assert (etc / "config-failed").read_text().strip() == url
+        log_size = (cloud.layout.run / "units" / f"{SYNC_UNIT}.log").stat().st_size
+        assert "FAILED" in _run_sync_unit(cloud)[:log_size]  # the next run within 15 minutes does not try again
+        assert (cloud.layout.run / "units" / f"{SYNC_UNIT}.log").stat().st_size == log_size
+    finally:
+        path.write_text(good)
+        controller_boot.deploy_config(lambda s, r: aws.client(s, r), cluster, path)
+        _run_sync_unit(cloud)  # back to the config the boot applied (its URL is the applied one: no reconfigure)
+
+
 def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalCloud) -> None:
     nodes_before = cloud.nodes()
     assert "cpu-big-4" in nodes_before and "cpu-big-5" not in nodes_before  # nodes are numbered from 1
