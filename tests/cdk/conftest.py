@@ -62,6 +62,19 @@ def offline_env() -> dict[str, str]:
     return env
 
 
+def synth_once(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`elastic-slurm synth CONFIG --out OUT` with the real CDK CLI, offline; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(out)],
+        cwd=REPO_ROOT,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=SYNTH_TIMEOUT,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="session")
 def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
     """Config stem → synthesized assembly, all configs synthesized concurrently by the real CLI."""

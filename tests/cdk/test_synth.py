@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cdk.conftest import CONFIGS, REPO_ROOT, Assembly, offline_env
+from tests.cdk.conftest import CONFIGS, REPO_ROOT, Assembly, offline_env, synth_once
 
 pytestmark = pytest.mark.cdk
 
@@ -76,14 +76,7 @@ def test_largest_example_is_the_one_checked_for_limits(assemblies: dict[str, Ass
 def test_synth_of_an_invalid_config_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("clusters:\n  - name: Bad_Name\n    region: us-east-1\n", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-m", "elastic_slurm.cli", "synth", str(bad), "--out", str(tmp_path / "out")],
-        cwd=REPO_ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = synth_once(bad, tmp_path / "out")
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "clusters[0].name" in result.stderr

@@ -6,8 +6,6 @@ limit 1, blocks the metadata service for job users and mounts its file systems f
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -15,7 +13,7 @@ import yaml
 
 from stacks.naming import config_url_parameter
 from stacks.user_data import boot_commands
-from tests.cdk.conftest import REPO_ROOT, Assembly, offline_env
+from tests.cdk.conftest import REPO_ROOT, Assembly, synth_once
 
 pytestmark = pytest.mark.cdk
 
@@ -49,15 +47,7 @@ def edited_minimal(tmp_path_factory: pytest.TempPathFactory) -> Assembly:
     data["clusters"][0]["tags"] = {"cost-center": "hpc-42"}
     config = base / "minimal.yaml"
     config.write_text(yaml.safe_dump(data))
-    result = subprocess.run(
-        [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(base / "out")],
-        cwd=REPO_ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = synth_once(config, base / "out")
     return Assembly(config, base / "out", result.returncode, result.stdout + result.stderr)
 
 
