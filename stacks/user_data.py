@@ -54,7 +54,11 @@ _PRELUDE = [
     "systemctl restart munge",
     "# shared file systems: in /etc/fstab (_netdev: after the network; nofail: a missing one does not stop a reboot),",
     "# then mounted from there",
-    f'aws ssm get-parameter --name "$ES_MOUNTS_PARAMETER" --query Parameter.Value --output text > {ETC}/mounts.json',
+    "# one read for the mounts and the controllers' address (the compute nodes' conf-server, see _COMPUTE)",
+    'aws ssm get-parameters --names "$ES_MOUNTS_PARAMETER" "$ES_CONF_SERVER_PARAMETER" --output json'
+    f" > {ETC}/parameters.json",
+    f'jq -r --arg n "$ES_MOUNTS_PARAMETER" \'.Parameters[] | select(.Name == $n) | .Value\' {ETC}/parameters.json'
+    f" > {ETC}/mounts.json",
     f"jq -r '.[] | [.type, .source, .mount_point, .options] | @tsv' {ETC}/mounts.json |",
     "while IFS=$'\\t' read -r fstype source mount_point options; do",
     '  mkdir -p "$mount_point"',
@@ -124,13 +128,15 @@ _CONTROLLER = [
 _COMPUTE = [
     "# slurmd runs configless: the controllers' addresses are in the conf-server parameter (home region), written by",
     "# their config apply (a node is launched only once a controller runs; bounded wait for a replaced controller)",
+    "ELASTIC_SLURM_CONF_SERVER=$(jq -r --arg n \"$ES_CONF_SERVER_PARAMETER\""
+    f" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json)",
     "for _ in $(seq 60); do",
+    f'  [ "$ELASTIC_SLURM_CONF_SERVER" != {CONF_SERVER_PENDING} ] && [ -n "$ELASTIC_SLURM_CONF_SERVER" ] && break',
+    "  sleep 10",
     '  ELASTIC_SLURM_CONF_SERVER=$(aws ssm get-parameter --name "$ES_CONF_SERVER_PARAMETER" --query Parameter.Value'
     " --output text || echo pending)",
-    f'  [ "$ELASTIC_SLURM_CONF_SERVER" != {CONF_SERVER_PENDING} ] && break',
-    "  sleep 10",
     "done",
-    f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ]; then'
+    f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ] || [ -z "$ELASTIC_SLURM_CONF_SERVER" ]; then'
     ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
     'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
     "# slurmd's output to the original outputs only (not into the boot log on /run, a tmpfs, for the node's life)",
