@@ -57,7 +57,7 @@ _PRELUDE = [
     "# one read for the mounts and the controllers' address (the compute nodes' conf-server, see _COMPUTE)",
     'aws ssm get-parameters --names "$ES_MOUNTS_PARAMETER" "$ES_CONF_SERVER_PARAMETER" --output json'
     f" > {ETC}/parameters.json",
-    f'jq -r --arg n "$ES_MOUNTS_PARAMETER" \'.Parameters[] | select(.Name == $n) | .Value\' {ETC}/parameters.json'
+    f"jq -r --arg n \"$ES_MOUNTS_PARAMETER\" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json"
     f" > {ETC}/mounts.json",
     f"jq -r '.[] | [.type, .source, .mount_point, .options] | @tsv' {ETC}/mounts.json |",
     "while IFS=$'\\t' read -r fstype source mount_point options; do",
@@ -128,7 +128,7 @@ _CONTROLLER = [
 _COMPUTE = [
     "# slurmd runs configless: the controllers' addresses are in the conf-server parameter (home region), written by",
     "# their config apply (a node is launched only once a controller runs; bounded wait for a replaced controller)",
-    "ELASTIC_SLURM_CONF_SERVER=$(jq -r --arg n \"$ES_CONF_SERVER_PARAMETER\""
+    'ELASTIC_SLURM_CONF_SERVER=$(jq -r --arg n "$ES_CONF_SERVER_PARAMETER"'
     f" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json)",
     "for _ in $(seq 60); do",
     f'  [ "$ELASTIC_SLURM_CONF_SERVER" != {CONF_SERVER_PENDING} ] && [ -n "$ELASTIC_SLURM_CONF_SERVER" ] && break',
