@@ -59,6 +59,8 @@ _PRELUDE = [
     f" > {ETC}/parameters.json",
     f"jq -r --arg n \"$ES_MOUNTS_PARAMETER\" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json"
     f" > {ETC}/mounts.json",
+    "# get-parameters lists a missing name under InvalidParameters instead of failing: fail the boot here",
+    f'if [ ! -s {ETC}/mounts.json ]; then echo "ParameterNotFound: $ES_MOUNTS_PARAMETER" >&2; false; fi',
     f"jq -r '.[] | [.type, .source, .mount_point, .options] | @tsv' {ETC}/mounts.json |",
     "while IFS=$'\\t' read -r fstype source mount_point options; do",
     '  mkdir -p "$mount_point"',
