@@ -42,14 +42,15 @@ TIMEOUT = 60
 # On EC2 IMDS is off the instance and connections to it come from the instance's own address. Here they would come
 # from the IMDS address itself, and the REJECT's ICMP error, sent back to that address, would pass the guard's chain
 # again (a packet the kernel makes has no owner) and be dropped: a job user would time out instead of being refused.
-# So the local routes to IMDS get another source address (10.0.0.1 / fd00:ec2::1), as on EC2.
+# So the local routes to IMDS get another source address, as on EC2: a loopback one (127.0.0.2 / ::1), so that nothing
+# here names an address outside 127.0.0.0/8 but IMDS's own (and the namespace has no route off the machine anyway).
 NETNS_SETUP = (
     "set -e; ip link set lo up; "
-    f"ip addr add {IMDS_V4}/32 dev lo; ip addr add 10.0.0.1/32 dev lo; "
-    f"ip route replace local {IMDS_V4} dev lo table local proto kernel scope host src 10.0.0.1; "
-    f"ip -6 addr add {IMDS_V6}/128 dev lo nodad; ip -6 addr add fd00:ec2::1/128 dev lo nodad; "
+    f"ip addr add {IMDS_V4}/32 dev lo; "
+    f"ip route replace local {IMDS_V4} dev lo table local proto kernel scope host src 127.0.0.2; "
+    f"ip -6 addr add {IMDS_V6}/128 dev lo nodad; "
     f"ip -6 route del local {IMDS_V6} dev lo table local; "
-    f"ip -6 route add local {IMDS_V6} dev lo table local proto kernel src fd00:ec2::1; "
+    f"ip -6 route add local {IMDS_V6} dev lo table local proto kernel src ::1; "
     'exec "$@"'
 )
 # The IMDS stand-in: one HTTP server per address family, "ready" once both listen.
