@@ -1,44 +1,13 @@
-"""CDK entry point: `cdk deploy --all -c config=my-cluster.yaml` (or `cdk synth -c config=...`).
+"""CDK entry point of a checkout (cdk.json's app): `npx cdk deploy --all -c config=my-cluster.yaml`.
 
-There is no default config: without `-c config=` the app prints one line naming the option and exits 2, so a
-forgotten option never deploys an example. Loads and validates the YAML once; a bad config prints one line per
-problem and exits 2, never a traceback.
+The app itself is stacks/cdk_app.py, which a pip-installed package runs as `python -m stacks.cdk_app`.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import aws_cdk as cdk
-
-from cluster_config import ConfigInvalid, load
-from stacks.app_builder import add_stacks
-
-MISSING_CONFIG = (
-    "app.py: no cluster config given: pass -c config=PATH to cdk "
-    "(e.g. `cdk deploy --all -c config=cluster_config/examples/minimal.yaml`)"
-)
-
-
-def main() -> int:
-    """Build and synthesize the app for the `config` context value."""
-    app = cdk.App()
-    config_path = app.node.try_get_context("config")
-    if not config_path:
-        print(MISSING_CONFIG, file=sys.stderr)
-        return 2
-    path = Path(str(config_path))
-    try:
-        config = load(path)
-    except ConfigInvalid as exc:
-        for error in exc.errors:
-            print(f"{exc.source}: {error}", file=sys.stderr)
-        return 2
-    add_stacks(app, config, path)
-    app.synth()
-    return 0
-
+from stacks.cdk_app import main
 
 if __name__ == "__main__":
     sys.exit(main())

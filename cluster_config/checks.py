@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster_config import slurm_release
-from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool
+from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool, PurchaseOption
 
 # A node name is a DNS label: at most 63 characters.
 MAX_NODE_NAME = 63
@@ -263,14 +263,60 @@ def _check_pool(
     for az in dict.fromkeys(azs):
         if az not in capacities:
             yield ConfigError(where, f"availability zone '{az}' has no subnet in the cluster's networks")
-    if pool.placement_group and len({region_of_az(az) for az in azs}) > 1:
-        yield ConfigError(f"{path}.placement_group", "a placement group cannot span regions")
+    yield from _check_placement_group(cluster, pool, path, azs)
     if pool.placement_group and pool.spread_jobs_across_azs:
         yield ConfigError(f"{path}.spread_jobs_across_azs", "a pool with a placement group keeps its jobs in one AZ")
+    yield from _check_reservation(pool, azs, path)
+    remote = sorted({region_of_az(az) for az in azs} - {cluster.region})
+    for key, value in (("ami_id", pool.ami_id), ("security_groups", pool.security_groups)):
+        if value and remote:
+            yield ConfigError(
+                f"{path}.{key}",
+                f"{key} is set for the home region '{cluster.region}' only, but the pool also launches in "
+                f"{', '.join(remote)}",
+            )
     room = sum(capacities.get(az, 0) for az in set(azs))
     if pool.max_nodes > room and all(az in capacities for az in azs):
         yield ConfigError(
             f"{path}.max_nodes", f"max_nodes ({pool.max_nodes}) exceeds the {room} addresses of its subnets"
+        )
+
+
+def _check_placement_group(cluster: Cluster, pool: Pool, path: str, azs: list[str]) -> Iterator[ConfigError]:
+    """A cluster placement group lives in one AZ (AWS), and the stacks create a pool's group in the home region."""
+    if not pool.placement_group:
+        return
+    distinct = list(dict.fromkeys(azs))
+    if len(distinct) > 1:
+        yield ConfigError(
+            f"{path}.placement_group",
+            f"a cluster placement group is confined to one availability zone, but the pool may use {len(distinct)} "
+            f"({', '.join(distinct)}): give the pool a single availability zone",
+        )
+    elif distinct and region_of_az(distinct[0]) != cluster.region:
+        yield ConfigError(
+            f"{path}.placement_group",
+            f"the pool's placement group is created in the home region '{cluster.region}', so its availability zone "
+            f"cannot be '{distinct[0]}' of region '{region_of_az(distinct[0])}'",
+        )
+
+
+def _check_reservation(pool: Pool, azs: list[str], path: str) -> Iterator[ConfigError]:
+    """A capacity reservation holds one instance type in one AZ, On-Demand (a Capacity Block too)."""
+    if pool.capacity_reservation is None:
+        return
+    where = f"{path}.capacity_reservation"
+    if len(pool.instance_types) != 1:
+        yield ConfigError(
+            where, f"a capacity reservation holds one instance type; the pool lists {len(pool.instance_types)}"
+        )
+    if len(dict.fromkeys(azs)) != 1:
+        yield ConfigError(
+            where, f"a capacity reservation is in one availability zone; the pool may use {len(set(azs))}"
+        )
+    if pool.purchase_option != PurchaseOption.ON_DEMAND:
+        yield ConfigError(
+            where, f"capacity reservations are On-Demand capacity; purchase_option is '{pool.purchase_option.value}'"
         )
 
 

@@ -2,7 +2,8 @@
 
 `elastic-slurm validate` and the CDK app load configs through the same `load()`, so every rule here fails a config
 before synth, with the field's path, instead of as a cdk-nag finding or a failed deploy. Pure functions over the
-parsed config; `deploy_checks(config)` returns every problem.
+parsed config (names are looked up in `aws_catalog`, which reads botocore's data files); `deploy_checks(config)`
+returns every problem.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
+from cluster_config import aws_catalog
 from cluster_config.checks import ConfigError
 from cluster_config.model import ElasticSlurmConfig, ExistingNetwork, NewNetwork
 
@@ -18,7 +20,7 @@ Network = NewNetwork | ExistingNetwork
 
 def deploy_checks(config: ElasticSlurmConfig) -> list[ConfigError]:
     """Every problem synth or deploy would hit for `config` (empty when none)."""
-    return [*_open_ingress(config), *_federation_networks(config)]
+    return [*_open_ingress(config), *_federation_networks(config), *_aws_names(config), *_lustre_throughput(config)]
 
 
 def _open_ingress(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
@@ -65,3 +67,36 @@ def _federation_networks(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
                     f"overlaps the network of federation member '{first}'; federation members are joined by VPC "
                     "peering, which needs disjoint address ranges",
                 )
+
+
+def _aws_names(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
+    """Regions and instance types AWS does not have: the deploy (or every launch of the pool) would fail on them."""
+    for ci, cluster in enumerate(config.clusters):
+        path = f"clusters[{ci}]"
+        regions = [(f"{path}.region", cluster.region)]
+        regions += [(f"{path}.remote_regions[{ri}].region", r.region) for ri, r in enumerate(cluster.remote_regions)]
+        types = [(f"{path}.controller.instance_type", cluster.controller.instance_type)]
+        for pi, partition in enumerate(cluster.partitions):
+            for qi, pool in enumerate(partition.pools):
+                where = f"{path}.partitions[{pi}].pools[{qi}].instance_types"
+                types += [(f"{where}[{ti}]", itype) for ti, itype in enumerate(pool.instance_types)]
+        for where, region in regions:
+            if problem := aws_catalog.unknown_region(region):
+                yield ConfigError(where, problem)
+        for where, itype in types:
+            if problem := aws_catalog.unknown_instance_type(itype):
+                yield ConfigError(where, problem)
+
+
+def _lustre_throughput(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
+    """FSx takes PerUnitStorageThroughput only for persistent file systems (FSx API reference,
+    CreateFileSystemLustreConfiguration: "Required with PERSISTENT_1 and PERSISTENT_2 deployment types"; for
+    PERSISTENT_2 the stack passes 125 when it is not set)."""
+    for ci, cluster in enumerate(config.clusters):
+        lustre = cluster.storage.fsx_lustre
+        if lustre is not None and lustre.deployment_type == "SCRATCH_2" and lustre.per_unit_storage_throughput:
+            yield ConfigError(
+                f"clusters[{ci}].storage.fsx_lustre.per_unit_storage_throughput",
+                "only PERSISTENT_2 file systems take a per-unit storage throughput (SCRATCH_2 throughput is fixed): "
+                "remove it or use deployment_type PERSISTENT_2",
+            )

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from cluster_config import model
+from cluster_config import model, slurm_syntax
 from cluster_config.checks import ConfigError, check
 from cluster_config.deploy_checks import deploy_checks
 from cluster_config.model import ElasticSlurmConfig
@@ -28,6 +28,8 @@ PATTERN_HINTS = {
     model.AZ_PATTERN: "an availability zone name like us-east-1a",
     model.INSTANCE_TYPE_PATTERN: "an instance type like c7i.large",
     model.HOST_PORT_PATTERN: "host:port",
+    model.DB_INSTANCE_CLASS_PATTERN: "an RDS instance class like t4g.medium or db.t4g.medium",
+    slurm_syntax.FEATURE_PATTERN: "a Slurm feature name: letters, digits, '_', '.' and '-' only",
 }
 _SCALARS = (str, int, float, bool, type(None))
 

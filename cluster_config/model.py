@@ -1,176 +1,82 @@
 """Pydantic v2 schema of the cluster YAML: one file describes one or more clusters that may share accounting.
 
 Every field carries a description: it becomes the JSON Schema (`elastic-slurm schema`) and docs/configuration.md.
-Single-field rules (patterns, ranges) live here; rules that span fields live in `cluster_config.checks`.
+Single-field rules (patterns, ranges) live here and in the sections it imports (`model_base`: patterns and the strict
+base class; `model_infra`: network and storage; `model_site`: site customizations — custom actions, capacity
+reservations, extra IAM policies); rules that span fields live in `cluster_config.checks`.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from cluster_config import slurm_release
+from cluster_config import aws_catalog, slurm_release, slurm_syntax
+from cluster_config.model_base import (
+    AZ_PATTERN,
+    CLUSTER_NAME_PATTERN,
+    DB_INSTANCE_CLASS_PATTERN,
+    HOST_PORT_PATTERN,
+    INSTANCE_TYPE_PATTERN,
+    NAME_PATTERN,
+    REGION_PATTERN,
+    SECURITY_GROUP_PATTERN,
+    PurchaseOption,
+    StrictModel,
+)
+from cluster_config.model_infra import (
+    EfsStorage,
+    ExistingNetwork,
+    ExistingSubnet,
+    ExtraMount,
+    FsxLustreStorage,
+    FsxOntapStorage,
+    FsxOpenZfsStorage,
+    Network,
+    NewNetwork,
+    RemoteRegion,
+    Storage,
+)
+from cluster_config.model_site import CapacityReservation, CustomAction, CustomActions, IamPolicies
+from cluster_config.slurm_settings import (
+    CGROUP_OWNED,
+    CLUSTER_OWNED,
+    PARTITION_OWNED,
+    POOL_OWNED,
+    SlurmSettings,
+    refuse_owned,
+)
+from cluster_config.slurm_syntax import FEATURE_PATTERN
 
-NAME_PATTERN = r"^[a-z][a-z0-9]*$"
-CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
-REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
-AZ_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
-INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
-HOST_PORT_PATTERN = r"^[A-Za-z0-9.-]+:\d+$"
-
-
-def vpc_cidr(value: str) -> str:
-    """Check an AWS VPC/subnet CIDR: IPv4, no host bits, prefix /16 to /28 (AWS limits)."""
-    try:
-        net = ipaddress.IPv4Network(value)
-    except ValueError as exc:  # AddressValueError and NetmaskValueError are ValueErrors
-        raise ValueError(f"'{value}' is not an IPv4 CIDR: {exc}") from None
-    if not 16 <= net.prefixlen <= 28:
-        raise ValueError(f"'{value}': AWS allows prefix lengths /16 to /28")
-    return value
-
-
-class StrictModel(BaseModel):
-    """Base for every config section: unknown keys are errors (a typo must never be silently ignored)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PurchaseOption(StrEnum):
-    """How a pool buys capacity."""
-
-    ON_DEMAND = "on_demand"
-    SPOT = "spot"
-    SPOT_THEN_ON_DEMAND = "spot_then_on_demand"
-
-
-# ---------------------------------------------------------------- network
-class NewNetwork(StrictModel):
-    """Create a VPC with one private compute subnet per availability zone."""
-
-    mode: Literal["create"] = Field(description="`create`: the stacks build a new VPC.")
-    vpc_cidr: str = Field(
-        default="10.0.0.0/16",
-        description="IPv4 CIDR block of the new VPC (/16 to /28); VPCs of one cluster must not overlap.",
-    )
-    availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] = Field(
-        min_length=1, max_length=6, description="AZs of this network's region to create subnets in, e.g. us-east-1a."
-    )
-    compute_subnet_prefix: int = Field(
-        default=20,
-        ge=16,
-        le=28,
-        description="Prefix length of each AZ's private compute subnet (20 → 4091 usable addresses).",
-    )
-    interface_endpoints: bool = Field(
-        default=True,
-        description="Interface VPC endpoints (EC2, SSM, Secrets Manager, Logs, SQS) in every AZ: AWS calls skip the"
-        " NAT gateway, at about $7/month per endpoint and AZ. false: AWS calls go through the NAT gateway.",
-    )
-
-    @field_validator("vpc_cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        return vpc_cidr(value)
-
-
-class ExistingSubnet(StrictModel):
-    """One subnet of an imported VPC."""
-
-    subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$", description="Subnet id.")
-    availability_zone: str = Field(pattern=AZ_PATTERN, description="AZ name the subnet lives in.")
-    cidr: str = Field(
-        description="The subnet's IPv4 CIDR (/16 to /28); used to check that max nodes fit its address space."
-    )
-
-    @field_validator("cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        return vpc_cidr(value)
-
-
-class ExistingNetwork(StrictModel):
-    """Use an existing VPC and subnets (imported by id)."""
-
-    mode: Literal["import"] = Field(description="`import`: use an existing VPC.")
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$", description="Id of the existing VPC.")
-    subnets: list[ExistingSubnet] = Field(min_length=1, description="Private subnets compute nodes may use.")
-
-
-Network = Annotated[NewNetwork | ExistingNetwork, Field(discriminator="mode")]
-
-
-class RemoteRegion(StrictModel):
-    """An extra region some pools may launch into (its own VPC, peered to the home VPC)."""
-
-    region: str = Field(pattern=REGION_PATTERN, description="Region name, e.g. us-west-2.")
-    network: Network = Field(description="The network in that region (its CIDR must not overlap the home VPC).")
-
-
-# ---------------------------------------------------------------- storage
-class EfsStorage(StrictModel):
-    """An encrypted EFS file system shared by controller and compute nodes."""
-
-    mount_point: str = Field(default="/shared", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    throughput_mode: Literal["elastic", "bursting"] = Field(default="elastic", description="EFS throughput mode.")
-    lifecycle_days: int | None = Field(
-        default=30, ge=1, description="Move files to Infrequent Access after N days; null: never."
-    )
-    backup: bool = Field(default=True, description="Protect it with an AWS Backup plan.")
-
-
-class FsxLustreStorage(StrictModel):
-    """An FSx for Lustre file system (scratch or persistent)."""
-
-    mount_point: str = Field(default="/fsx", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = Field(
-        default="SCRATCH_2", description="FSx deployment type."
-    )
-    storage_capacity_gib: int = Field(
-        default=1200, ge=1200, description="Capacity in GiB (1200 or a multiple of 2400)."
-    )
-    per_unit_storage_throughput: int | None = Field(
-        default=None, description="MB/s/TiB for PERSISTENT_2 (125, 250, 500, 1000)."
-    )
-    s3_import_path: str | None = Field(default=None, pattern=r"^s3://", description="Optional S3 data repository.")
-
-
-class FsxOntapStorage(StrictModel):
-    """An FSx for NetApp ONTAP file system with one NFS volume."""
-
-    mount_point: str = Field(default="/ontap", pattern=r"^/[^\s]*$", description="Where nodes mount the volume.")
-    storage_capacity_gib: int = Field(default=1024, ge=1024, description="SSD capacity in GiB.")
-    throughput_mbps: int = Field(default=128, description="Throughput capacity in MB/s.")
-
-
-class FsxOpenZfsStorage(StrictModel):
-    """An FSx for OpenZFS file system."""
-
-    mount_point: str = Field(default="/zfs", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
-    storage_capacity_gib: int = Field(default=64, ge=64, description="Capacity in GiB.")
-    throughput_mbps: int = Field(default=64, description="Throughput capacity in MB/s.")
-
-
-class ExtraMount(StrictModel):
-    """Any other NFS (or similar) export to mount on every node."""
-
-    source: str = Field(description="What to mount, e.g. nfs.example.com:/export/tools.")
-    mount_point: str = Field(pattern=r"^/[^\s]*$", description="Where to mount it.")
-    fs_type: str = Field(default="nfs4", description="File system type passed to mount -t.")
-    options: str = Field(default="defaults,_netdev", description="Mount options.")
-
-
-class Storage(StrictModel):
-    """Shared storage. At least one shared file system is needed for home directories and Slurm state."""
-
-    efs: EfsStorage | None = Field(default=None, description="Create an EFS file system.")
-    fsx_lustre: FsxLustreStorage | None = Field(default=None, description="Create an FSx for Lustre file system.")
-    fsx_ontap: FsxOntapStorage | None = Field(default=None, description="Create an FSx for ONTAP file system.")
-    fsx_openzfs: FsxOpenZfsStorage | None = Field(default=None, description="Create an FSx for OpenZFS file system.")
-    extra_mounts: list[ExtraMount] = Field(default_factory=list, description="Further mounts on every node.")
+__all__ = [  # the sections' models and patterns, re-exported: `from cluster_config.model import X` works for each
+    "AZ_PATTERN",
+    "CLUSTER_NAME_PATTERN",
+    "DB_INSTANCE_CLASS_PATTERN",
+    "HOST_PORT_PATTERN",
+    "INSTANCE_TYPE_PATTERN",
+    "NAME_PATTERN",
+    "REGION_PATTERN",
+    "SECURITY_GROUP_PATTERN",
+    "CapacityReservation",
+    "CustomAction",
+    "CustomActions",
+    "EfsStorage",
+    "ExistingNetwork",
+    "ExistingSubnet",
+    "ExtraMount",
+    "FsxLustreStorage",
+    "FsxOntapStorage",
+    "FsxOpenZfsStorage",
+    "IamPolicies",
+    "Network",
+    "NewNetwork",
+    "PurchaseOption",
+    "RemoteRegion",
+    "Storage",
+    "StrictModel",
+]
 
 
 # ---------------------------------------------------------------- accounting, images, controller
@@ -183,7 +89,11 @@ class Accounting(StrictModel):
     engine: Literal["aurora_serverless_v2", "mariadb_instance"] = Field(
         default="aurora_serverless_v2", description="With `create`: Aurora MySQL Serverless v2 or a single RDS MariaDB."
     )
-    instance_class: str = Field(default="t4g.medium", description="With `mariadb_instance`: the RDS instance class.")
+    instance_class: Annotated[str, AfterValidator(aws_catalog.rds_instance_class)] = Field(
+        default="t4g.medium",
+        pattern=DB_INSTANCE_CLASS_PATTERN,
+        description="With `mariadb_instance`: the RDS instance class, e.g. t4g.medium (a leading `db.` is dropped).",
+    )
     deletion_protection: bool = Field(default=True, description="Protect the database from deletion.")
     host_cluster: str | None = Field(
         default=None, description="Cluster whose controller runs slurmdbd; default: the first cluster."
@@ -241,6 +151,10 @@ class Controller(StrictModel):
         " nodes).",
     )
     count: Literal[1, 2] = Field(default=1, description="1, or 2 for a primary + backup in different AZs.")
+    custom_actions: CustomActions = Field(default_factory=CustomActions, description="Boot scripts of the controllers.")
+    security_groups: list[Annotated[str, Field(pattern=SECURITY_GROUP_PATTERN)]] = Field(
+        default_factory=list, description="Extra security groups (of the cluster's VPC) on the controllers."
+    )
 
 
 # ---------------------------------------------------------------- partitions and pools
@@ -277,8 +191,33 @@ class Pool(StrictModel):
         "launched all-or-nothing there (MPI, NCCL and EFA traffic stays in one AZ, with no cross-AZ data charges).",
     )
     gpu: GpuSettings | None = Field(default=None, description="GPU settings, for GPU instance types.")
-    features: list[str] = Field(default_factory=list, description="Extra Slurm node features.")
+    features: list[Annotated[str, Field(pattern=FEATURE_PATTERN)]] = Field(
+        default_factory=list, description="Extra Slurm node features (letters, digits, '_', '.' and '-')."
+    )
     weight: int | None = Field(default=None, ge=1, description="Override the price-derived Slurm node weight.")
+    capacity_reservation: CapacityReservation | None = Field(
+        default=None,
+        description="Launch only into this capacity reservation (one instance type and one AZ, those of the "
+        "reservation; on_demand).",
+    )
+    custom_actions: CustomActions = Field(
+        default_factory=CustomActions, description="Boot scripts of this pool's nodes."
+    )
+    ami_id: str | None = Field(
+        default=None,
+        pattern=r"^ami-[0-9a-f]{8,17}$",
+        description="A custom AMI for this pool's nodes, built from the cluster's compute image (docs/images.md); "
+        "home-region pools only. Default: the cluster's image, resolved at each launch.",
+    )
+    security_groups: list[Annotated[str, Field(pattern=SECURITY_GROUP_PATTERN)]] = Field(
+        default_factory=list,
+        description="Extra security groups (of the cluster's home VPC) on this pool's nodes; home-region pools only.",
+    )
+    slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(POOL_OWNED))] = Field(
+        default_factory=dict,
+        description="Extra NodeName-line settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
+        "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. MemSpecLimit: 1024",
+    )
 
 
 class Partition(StrictModel):
@@ -290,7 +229,11 @@ class Partition(StrictModel):
         default_factory=list,
         description="Pools whose nodes form this partition (may be empty only when share_nodes_of is set).",
     )
-    max_time: str = Field(default="INFINITE", description="Slurm MaxTime.")
+    max_time: Annotated[str, AfterValidator(slurm_syntax.time_limit)] = Field(
+        default="INFINITE",
+        description="Slurm MaxTime: INFINITE, minutes, minutes:seconds, hours:minutes:seconds, days-hours,"
+        " days-hours:minutes or days-hours:minutes:seconds.",
+    )
     priority_tier: int = Field(default=1, ge=0, le=65533, description="Slurm PriorityTier (partition preemption).")
     interactive: bool = Field(default=False, description="An interactive partition (may preempt batch ones).")
     share_nodes_of: list[str] = Field(
@@ -300,6 +243,11 @@ class Partition(StrictModel):
             " higher priority_tier over the batch partition's nodes, so partition-priority preemption can requeue"
             " batch jobs. The nodes still belong to (and are launched for) their own partition's pools."
         ),
+    )
+    slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(PARTITION_OWNED))] = Field(
+        default_factory=dict,
+        description="Extra PartitionName-line settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
+        "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. MaxNodes: 64, DefMemPerNode: 4096",
     )
 
 
@@ -351,7 +299,18 @@ class Cluster(StrictModel):
     health_checks: HealthChecks = Field(default_factory=HealthChecks, description="Health checks.")
     slurm: SlurmTimers = Field(default_factory=SlurmTimers, description="Power-save timers.")
     ssh_allowed_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to SSH to the controller.")
+    iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource of this cluster.")
+    slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(CLUSTER_OWNED))] = Field(
+        default_factory=dict,
+        description="Extra slurm.conf settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
+        "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. SchedulerParameters: bf_continue,bf_window=4320",
+    )
+    cgroup_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(CGROUP_OWNED))] = Field(
+        default_factory=dict,
+        description="Extra cgroup.conf settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
+        "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. AllowedRAMSpace: 98",
+    )
 
     @field_validator("ssh_allowed_cidrs")
     @classmethod
@@ -388,7 +347,7 @@ class Federation(StrictModel):
 
     name: str = Field(pattern=CLUSTER_NAME_PATTERN, description="Federation name.")
     clusters: list[str] = Field(min_length=2, description="Names of the member clusters.")
-    cluster_features: dict[str, list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]]] = Field(
+    cluster_features: dict[str, list[Annotated[str, Field(pattern=FEATURE_PATTERN)]]] = Field(
         default_factory=dict,
         description="Slurm cluster features per member (jobs pick clusters with `--cluster-constraint`).",
     )

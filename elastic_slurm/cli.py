@@ -13,10 +13,34 @@ import sys
 from collections.abc import Sequence
 
 from cluster_config import ConfigInvalid
-from elastic_slurm.commands import cache_cmd, config_cmds, local_cmd, render_cmd, slurmdbd_cmd, status_cmd, synth_cmd
+from elastic_slurm.commands import (
+    cache_cmd,
+    cluster_cmd,
+    config_cmds,
+    configure_cmd,
+    connect_cmd,
+    local_cmd,
+    logs_cmd,
+    render_cmd,
+    slurmdbd_cmd,
+    status_cmd,
+    synth_cmd,
+)
 from elastic_slurm.errors import UserError
 
-COMMAND_MODULES = [config_cmds, render_cmd, slurmdbd_cmd, cache_cmd, synth_cmd, local_cmd, status_cmd]
+COMMAND_MODULES = [
+    config_cmds,
+    configure_cmd,
+    render_cmd,
+    slurmdbd_cmd,
+    cache_cmd,
+    synth_cmd,
+    local_cmd,
+    status_cmd,
+    logs_cmd,
+    connect_cmd,
+    cluster_cmd,
+]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -38,6 +38,7 @@ from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
+from stacks.user_data import pool_values
 
 LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
@@ -99,6 +100,7 @@ class CloudInfo:
     slurm_version: str = ""
     shared_mount: str = "/shared"
     compute_user_data: dict[str, str] = field(default_factory=dict)  # the values of the compute user data
+    pool_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each pool's launch template adds these
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
 
     def to_json(self) -> dict[str, Any]:
@@ -373,6 +375,11 @@ class LocalCloud(CloudOps):
             slurm_version=slurm_root.slurm_version(self._root),
             shared_mount=shared_mount,
             compute_user_data=boot.values,
+            pool_user_data={
+                f"{part.name}-{pool.name}": pool_values(part.name, pool)
+                for part in cluster.partitions
+                for pool in part.pools
+            },
             controller=hosts[0].hostname,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")

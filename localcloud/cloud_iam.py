@@ -22,7 +22,7 @@ from localcloud.layout import Layout
 from slurm_plugin.manifest import DeployedInfra
 from stacks.iam_policies import ArnScope, RegionTarget
 from stacks.naming import conf_server_parameter
-from stacks.node_policies import ControllerResources
+from stacks.node_policies import ControllerResources, custom_action_objects
 
 ROLES = ("controller", "compute")
 
@@ -80,7 +80,14 @@ def install(
         alerts_key_arn=scope.arn("key/*", "kms"),
         conf_server_parameter_arn=scope.arn(f"parameter{conf_server_parameter(cluster.name)}", "ssm"),
     )
-    documents = role_documents(cluster.name, targets, scope, controller=resources, munge_owner=None)
+    documents = role_documents(
+        cluster.name,
+        targets,
+        scope,
+        controller=resources,
+        munge_owner=None,
+        action_objects=custom_action_objects(scope, cluster),
+    )
     documents = {role: documents[role] for role in ROLES}
     for sid in without:
         documents["controller"] = without_statement(documents["controller"], sid)

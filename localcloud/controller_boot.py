@@ -32,7 +32,7 @@ from localcloud.fault_middleware import WAIT_CONDITION_PATH
 from localcloud.layout import Layout
 from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
 from stacks.naming import TAG_ROLE, config_url_parameter, deployed_infra_parameter
-from stacks.user_data import boot_commands
+from stacks.user_data import actions_values, boot_commands
 
 BOOT_TIMEOUT = 240.0
 LOCAL_AMI = "ami-12c6146b"
@@ -104,7 +104,7 @@ def publish(
         name = f"elastic-slurm/{cluster.name}/database"
         client("secretsmanager", region).create_secret(Name=name, SecretString=json.dumps(db_secret))
         values |= {"ES_DB_SECRET": name, "ES_DB_ENDPOINT": f"{db_secret['host']}:{db_secret['port']}"}
-    return values
+    return values | actions_values(cluster.controller.custom_actions)
 
 
 def assets_bucket(cluster: str) -> str:

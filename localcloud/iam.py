@@ -45,13 +45,14 @@ def role_documents(
     scope: ArnScope | None = None,
     controller: ControllerResources | None = None,
     munge_owner: str | None = None,
+    action_objects: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Policy documents per role, from the statement builders the stacks attach: controller (launch/terminate, every
     node's reads, the controller's own reads), compute and deconfigure."""
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
     munge = munge_secret_pattern(arns, munge_owner or cluster)
-    node = node_statements(arns, cluster, regions, munge)
+    node = node_statements(arns, cluster, regions, munge, action_objects=action_objects)
     own = controller or ControllerResources(config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster}-assets/*")
     return {
         "controller": document([*fleet_statements(arns, cluster, targets), *node, *controller_statements(own)]),

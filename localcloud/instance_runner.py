@@ -86,6 +86,7 @@ def observe(clients: dict[str, Any], cluster: str) -> list[Observed] | None:
                                 region=region,
                                 availability_zone=inst.get("Placement", {}).get("AvailabilityZone", ""),
                                 instance_type=inst.get("InstanceType", ""),
+                                pool=next((t["Value"] for t in inst.get("Tags", []) if t["Key"] == TAG_POOL), ""),
                             )
                         )
     except Exception as exc:  # the emulated AWS may be restarting or injecting faults: try again next loop
@@ -104,6 +105,8 @@ class Runner:
         self.node_wait = int(cloud.get("resume_timeout", 300))
         self.root = Path(cloud["slurm_root"])
         self.user_data = BootData(values=dict(cloud["compute_user_data"]))
+        # each pool's launch template adds its own values (ES_POOL, custom actions): stacks.user_data.pool_values
+        self.pool_user_data: dict[str, dict[str, str]] = dict(cloud.get("pool_user_data", {}))
         self.aws_endpoint = str(cloud["aws_endpoint_url"])
         # the runner watches EC2 as the harness (admin); instances boot with the compute role's keys
         principals = cloud_iam.load(layout)
@@ -173,11 +176,13 @@ class Runner:
             },
         )
         view = machines.instance_view(self.layout, self.root, inst.instance_id, inst.private_ip)
-        write_user_data(self.layout.machine_dir(inst.instance_id) / "run" / "user-data", self.user_data)
+        pool_values = self.pool_user_data.get(inst.pool, {})
+        user_data = BootData(values={**self.user_data.values, **pool_values})
+        write_user_data(self.layout.machine_dir(inst.instance_id) / "run" / "user-data", user_data)
         log = self.layout.log / "instances" / f"{inst.instance_id}.log"
         # inside the root only: connections leave from the instance's own address, as on EC2 (native/bind_source.c)
-        user_data = ["/usr/bin/env", f"LD_PRELOAD={BIND_SOURCE_SO}", "/bin/bash", "/run/user-data"]
-        proc = procs.spawn(enter.argv(view, user_data), log, env=env, cwd=self.layout.root)
+        run = ["/usr/bin/env", f"LD_PRELOAD={BIND_SOURCE_SO}", "/bin/bash", "/run/user-data"]
+        proc = procs.spawn(enter.argv(view, run), log, env=env, cwd=self.layout.root)
         self.procs[inst.instance_id] = proc
         item.booted = True
         self._record(inst.instance_id)

@@ -22,6 +22,7 @@ class Observed:
     region: str
     availability_zone: str
     instance_type: str
+    pool: str = ""  # its pool tag (partition-pool), as the launch template tagged it
 
 
 @dataclass(frozen=True)

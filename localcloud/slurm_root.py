@@ -45,6 +45,7 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-config-apply",
     "assets/bootstrap/elastic-slurm-controller-hosts",
     "assets/bootstrap/elastic-slurm-imds-guard",
+    "assets/bootstrap/elastic-slurm-custom-actions",
     "assets/health/elastic-slurm-healthcheck",
     "assets/health/elastic-slurm-longcheck-submit",
     "assets/slurm/prolog-wait-for-boot.sh",

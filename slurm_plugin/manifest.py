@@ -47,6 +47,8 @@ class PoolManifest(_Frozen):
     placement_group: str | None = None
     spread_jobs_across_azs: bool = Field(False, description="A multi-node job's nodes may span AZs and regions.")
     resume_timeout: int = Field(600, description="Slurm's ResumeTimeout for this pool's nodes (seconds).")
+    capacity_reservation_id: str | None = Field(None, description="Launch only into this capacity reservation.")
+    capacity_block: bool = Field(False, description="The reservation is a Capacity Block (market capacity-block).")
 
     @property
     def key(self) -> str:
@@ -68,6 +70,7 @@ class Manifest(_Frozen):
     slurm_conf: str | None = None
     capacity_cooldown_seconds: int = 600
     boot_failure_limit: int = Field(10, description="Consecutive failed boots before a pool is protected; 0: never.")
+    impaired_threshold_seconds: int = Field(300, description="An EC2 status check impaired this long drains the node.")
     tags: dict[str, str] = Field(default_factory=dict)
     pools: list[PoolManifest]
 

@@ -1,12 +1,12 @@
 """Builds the CDK app from a validated config: per cluster a network, storage, images and cluster stack, plus the
 shared accounting stack in the host cluster's region. cdk-nag's AwsSolutions pack validates everything.
 
-`build_app(config_path, outdir)` is the in-process entry (tests); app.py uses `add_stacks` on the CLI's App.
+`build_app(config_path, outdir)` is the in-process entry (tests); stacks/cdk_app.py uses `add_stacks` on the CLI's App.
+Both build with cdk.json's context (stacks/project.py: the checkout's, or a pip-installed package's copy).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +25,9 @@ from stacks.images import ImagesStack
 from stacks.nag import suppress_reviewed_findings
 from stacks.naming import PLACEHOLDER_ACCOUNT, TAG_CLUSTER, stack_name
 from stacks.network import NetworkStack
+from stacks.project import cdk_context
 from stacks.region import RegionStack
 from stacks.storage import StorageStack
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,6 @@ def build_app(config_path: str | Path, outdir: str | Path | None = None) -> cdk.
     """A fully built (not yet synthesized) app for `config_path`; raises cluster_config.ConfigInvalid."""
     path = Path(config_path)
     config = load(path)
-    context = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
-    app = cdk.App(outdir=str(outdir) if outdir is not None else None, context=context)
+    app = cdk.App(outdir=str(outdir) if outdir is not None else None, context=cdk_context())
     add_stacks(app, config, path)
     return app

@@ -25,7 +25,14 @@ from cluster_config.checks import architecture_of, pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork, Partition, Pool
 from stacks.deconfigure import Deconfigure
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements, to_cdk
-from stacks.launch_templates import ROOT_VOLUME_GIB, pool_launch_template, root_volume, user_data
+from stacks.launch_templates import (
+    ROOT_VOLUME_GIB,
+    add_managed_policies,
+    extra_security_groups,
+    pool_launch_template,
+    root_volume,
+    user_data,
+)
 from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
     CONF_SERVER_PENDING,
@@ -40,8 +47,15 @@ from stacks.naming import (
     munge_secret_name,
 )
 from stacks.network import ClusterSecurityGroups
-from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
+from stacks.node_policies import (
+    ControllerResources,
+    controller_statements,
+    custom_action_objects,
+    munge_secret_pattern,
+    node_statements,
+)
 from stacks.region import RegionStack
+from stacks.user_data import actions_values
 
 # How long stack creation waits for the controllers' healthy signal: the boot waits up to 10 min for a peer
 # controller's instance, 10-15 min for slurmdbd, 5 min for slurmctld (stacks/user_data.py).
@@ -118,6 +132,7 @@ class ClusterStack(cdk.Stack):
             string_value=self.config_asset.s3_object_url,
         )
         self.compute_role = self._node_role("ComputeRole", file_system_arns)
+        add_managed_policies(self, self.compute_role, "Compute", cluster.iam_policies.compute)
         self.compute_profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
         self.launch_templates: dict[str, ec2.LaunchTemplate] = {}
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
@@ -125,6 +140,7 @@ class ClusterStack(cdk.Stack):
             for pool in partition.pools:
                 self._pool(partition, pool)
         self.controller_role = self._node_role("ControllerRole", file_system_arns)
+        add_managed_policies(self, self.controller_role, "Controller", cluster.iam_policies.controller)
         self.controller_profile = iam.InstanceProfile(self, "ControllerProfile", role=self.controller_role)
         home = RegionTarget(
             self.region,
@@ -226,7 +242,10 @@ class ClusterStack(cdk.Stack):
         )
         scope = ArnScope(self.partition, self.account, self.region)
         regions = [self.region, *(r.region for r in self.cluster.remote_regions)]
-        statements = node_statements(scope, self.cluster.name, regions, self._munge_policy_arn, file_system_arns)
+        actions = custom_action_objects(scope, self.cluster)
+        statements = node_statements(
+            scope, self.cluster.name, regions, self._munge_policy_arn, file_system_arns, action_objects=actions
+        )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)
         return role
@@ -249,6 +268,7 @@ class ClusterStack(cdk.Stack):
             boot_env=self._env,
             placement_group=placement_group,
             base_os=self.cluster.images.base_os,
+            home_region=self.cluster.region,
         )
 
     def _controller(
@@ -272,6 +292,7 @@ class ClusterStack(cdk.Stack):
         }
         if database_secret is not None and database_endpoint is not None:
             extra |= {"ES_DB_SECRET": database_secret.secret_arn, "ES_DB_ENDPOINT": database_endpoint}
+        extra |= actions_values(self.cluster.controller.custom_actions)
         template = ec2.LaunchTemplate(
             self,
             f"ControllerLt{index}",
@@ -288,6 +309,7 @@ class ClusterStack(cdk.Stack):
             user_data=user_data("controller", {**env, **extra}, signal_url),
         )
         template.connections.add_security_group(self._sg.ssh)
+        extra_security_groups(self, template, f"Controller{index}", self.cluster.controller.security_groups)
         # L1 on purpose: ec2.Instance cannot launch from a launch template, and only a launch template may carry
         # `resolve:ssm:` as image id — so a new AMI never replaces a running controller.
         instance = ec2.CfnInstance(

@@ -112,6 +112,7 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             LAUNCH_ACTIONS,
             [
                 *(scope.arn("placement-group/*", region=r) for r in regions),
+                *(scope.arn("capacity-reservation/*", region=r) for r in regions),
                 *(f"arn:{scope.partition}:ec2:{r}::image/*" for r in regions),
             ],
         ),

@@ -5,7 +5,11 @@ configured schedule, and an image built on deploy. Every build writes its AMI id
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +22,11 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
-from stacks.image_source import ASSETS_NOT_SHIPPED, PROJECT_SOURCE_EXCLUDE
+from stacks.image_source import ASSETS_NOT_SHIPPED
 from stacks.naming import ami_parameter, image_flavor, root_device
+from stacks.project import ASSETS_DIR, stage_project_source
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS = REPO_ROOT / "assets" / "imagebuilder"
+ASSETS = ASSETS_DIR / "imagebuilder"  # assets/ of the checkout, or of a pip-installed package (stacks/project.py)
 BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
 
 
@@ -48,6 +52,19 @@ def parent_image(base_os: str, arch: str) -> str:
         "rhel9": f"arn:aws:imagebuilder:{{region}}:aws:image/red-hat-enterprise-linux-9-{short}/x.x.x",
         "rocky9": f"ssm:/elastic-slurm/base-ami/rocky9-{arch}",
     }[base_os]
+
+
+@functools.cache
+def staged_project_source() -> Path:
+    """The project source the image build pip-installs, staged once per process (removed at exit): the same files
+    from a checkout and from a pip-installed package, hence the same asset hash."""
+    staging = Path(tempfile.mkdtemp(prefix="elastic-slurm-source-"))
+    atexit.register(shutil.rmtree, staging, ignore_errors=True)
+    return stage_project_source(staging / "source")
+
+
+# Bumped whenever the recipe's own settings below change (they are not among _version's inputs otherwise).
+RECIPE_REVISION = "2: SSM agent kept after the build"
 
 
 def _version(*texts: str) -> str:
@@ -105,14 +122,9 @@ class ImagesStack(cdk.Stack):
             self, "NodeAssets", path=str(ASSETS.parent), exclude=list(ASSETS_NOT_SHIPPED)
         )
         self.node_assets.grant_read(role)
-        # The elastic-slurm package itself (it is not on PyPI): the component pip-installs this source tree.
-        self.project_source = s3_assets.Asset(
-            self,
-            "ProjectSource",
-            path=str(REPO_ROOT),
-            exclude=PROJECT_SOURCE_EXCLUDE,
-            ignore_mode=cdk.IgnoreMode.GIT,
-        )
+        # The elastic-slurm package itself: the component pip-installs this source tree (pyproject.toml,
+        # requirements.txt and the node-side packages, stacks/project.py), staged from this installation.
+        self.project_source = s3_assets.Asset(self, "ProjectSource", path=str(staged_project_source()))
         self.project_source.grant_read(role)
         profile = iam.CfnInstanceProfile(self, "BuilderProfile", roles=[role.role_name])
         builder_sg = ec2.SecurityGroup(
@@ -167,9 +179,17 @@ class ImagesStack(cdk.Stack):
                 cluster.images.base_os,
                 self.node_assets.asset_hash,
                 self.project_source.asset_hash,
+                RECIPE_REVISION,
             ),
             parent_image=parent_image(cluster.images.base_os, arch).replace("{region}", self.region),
             components=components,
+            # Image Builder removes an SSM agent it installed for the build unless told not to; the nodes need it
+            # (Session Manager: `elastic-slurm connect`, the AmazonSSMManagedInstanceCore policy they hold).
+            additional_instance_configuration=imagebuilder.CfnImageRecipe.AdditionalInstanceConfigurationProperty(
+                systems_manager_agent=imagebuilder.CfnImageRecipe.SystemsManagerAgentProperty(
+                    uninstall_after_build=False
+                )
+            ),
             block_device_mappings=[
                 imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
                     device_name=root_device(cluster.images.base_os),

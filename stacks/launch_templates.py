@@ -14,7 +14,7 @@ from constructs import Construct
 from cluster_config.checks import architecture_of
 from cluster_config.model import Pool
 from stacks.naming import TAG_POOL, TAG_ROLE, ami_parameter, image_flavor, root_device
-from stacks.user_data import boot_commands
+from stacks.user_data import boot_commands, pool_values
 
 ROOT_VOLUME_GIB = {"controller": 100, "compute": 50, "gpu": 200}
 
@@ -34,6 +34,26 @@ def user_data(role: str, env: dict[str, str], signal_url: str | None = None) -> 
     return data
 
 
+def extra_security_groups(scope: Construct, template: ec2.LaunchTemplate, name: str, group_ids: list[str]) -> None:
+    """Add the config's own security groups (ids of the cluster's VPC) to a launch template."""
+    for index, group_id in enumerate(group_ids):
+        group = ec2.SecurityGroup.from_security_group_id(scope, f"{name}Sg{index}", group_id, mutable=False)
+        template.connections.add_security_group(group)
+
+
+def add_managed_policies(scope: Construct, role: iam.Role, name: str, arns: list[str]) -> None:
+    """Attach the config's managed policies to a node role, acknowledging cdk-nag's AWS-managed-policy finding for
+    each: the operator chose them (clusters[].iam_policies)."""
+    for index, arn in enumerate(arns):
+        role.add_managed_policy(iam.ManagedPolicy.from_managed_policy_arn(scope, f"{name}Policy{index}", arn))
+        cdk.Validations.of(scope).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM4[Policy::{arn}]",
+                reason="Added by the operator in the config's clusters[].iam_policies.",
+            )
+        )
+
+
 def pool_launch_template(
     scope: Construct,
     *,
@@ -45,16 +65,20 @@ def pool_launch_template(
     boot_env: dict[str, str],
     placement_group: ec2.PlacementGroup | None,
     base_os: str,
+    home_region: str,
 ) -> ec2.LaunchTemplate:
     """The launch template the power-save plugin launches `pool`'s nodes from."""
     key = f"{partition}-{pool.name}"
     gpu = pool.gpu is not None
     flavor = image_flavor(architecture_of(pool.instance_types[0]), gpu)
+    image = ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(cluster, flavor))
+    if pool.ami_id is not None:  # a home-region pool's own AMI (the validator refuses it on other regions' pools)
+        image = ec2.MachineImage.generic_linux({cdk.Stack.of(scope).region: pool.ami_id})
     template = ec2.LaunchTemplate(
         scope,
         f"Lt-{key}",
         launch_template_name=f"{cluster}-{key}",
-        machine_image=ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(cluster, flavor)),
+        machine_image=image,
         instance_type=ec2.InstanceType(pool.instance_types[0]),  # the plugin overrides it per launch
         instance_profile=profile,
         security_group=security_group,
@@ -64,8 +88,10 @@ def pool_launch_template(
         instance_metadata_tags=True,
         block_devices=[root_volume(ROOT_VOLUME_GIB["gpu" if gpu else "compute"], base_os)],
         placement_group=placement_group,
-        user_data=user_data("compute", {**boot_env, "ES_POOL": key}),
+        user_data=user_data("compute", {**boot_env, **pool_values(partition, pool)}),
     )
+    if pool.security_groups and cdk.Stack.of(scope).region == home_region:
+        extra_security_groups(scope, template, f"Lt{key}", pool.security_groups)
     cdk.Tags.of(template).add(TAG_POOL, key)
     cdk.Tags.of(template).add(TAG_ROLE, "compute")
     return template

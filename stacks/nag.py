@@ -91,6 +91,11 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "launch templates.",
         ),
         (
+            f"AwsSolutions-IAM5[Resource::{EC2}:capacity-reservation/*]",
+            "Pools may launch into the capacity reservation their config names (pools[].capacity_reservation); "
+            "launches are still limited to the cluster's templates and tagged instances.",
+        ),
+        (
             "AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}::image/*]",
             "AMI ids change with every Image Builder run (resolved from SSM at launch).",
         ),

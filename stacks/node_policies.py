@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cluster_config.model import Cluster
 from stacks.iam_policies import ArnScope, Statement, statement
 from stacks.naming import log_group_name, munge_secret_name
 
@@ -31,12 +32,26 @@ def munge_secret_pattern(scope: ArnScope, cluster: str) -> str:
     return scope.arn(f"secret:{munge_secret_name(cluster)}-??????", "secretsmanager")
 
 
+def custom_action_objects(scope: ArnScope, cluster: Cluster) -> list[str]:
+    """ARNs of the S3 objects the cluster's custom actions run (controller and every pool), each once."""
+    every = [cluster.controller.custom_actions, *(p.custom_actions for part in cluster.partitions for p in part.pools)]
+    scripts = [a.script for actions in every for a in (*actions.on_node_start, *actions.on_node_configured)]
+    return [
+        f"arn:{scope.partition}:s3:::{s.removeprefix('s3://')}" for s in dict.fromkeys(scripts) if s.startswith("s3://")
+    ]
+
+
 def node_statements(
-    scope: ArnScope, cluster: str, regions: list[str], munge_secret_arn: str, file_system_arns: list[str] | None = None
+    scope: ArnScope,
+    cluster: str,
+    regions: list[str],
+    munge_secret_arn: str,
+    file_system_arns: list[str] | None = None,
+    action_objects: list[str] | None = None,
 ) -> list[Statement]:
     """Every node of `cluster` (controller and compute): its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
-    systems (EFS client mount)."""
+    systems (EFS client mount), the S3 scripts of its custom actions (`custom_action_objects`)."""
     logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
     result = [
         statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
@@ -48,6 +63,8 @@ def node_statements(
         statement("WriteClusterLogs", ["logs:PutLogEvents"], [logs]),
         statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [logs]),
     ]
+    if action_objects:
+        result.append(statement("ReadCustomActionScripts", ["s3:GetObject"], list(action_objects)))
     if file_system_arns:
         result.append(
             statement(

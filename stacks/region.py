@@ -23,11 +23,11 @@ from cluster_config.checks import pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork
 from stacks.federation import peer_routes
 from stacks.iam_policies import ArnScope, to_cdk
-from stacks.launch_templates import pool_launch_template
+from stacks.launch_templates import add_managed_policies, pool_launch_template
 from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
-from stacks.node_policies import munge_secret_pattern, node_statements
+from stacks.node_policies import custom_action_objects, munge_secret_pattern, node_statements
 
 
 class RegionStack(cdk.Stack):
@@ -61,8 +61,10 @@ class RegionStack(cdk.Stack):
         boot_env = home_boot_env(cluster.name, home_region, munge_owner, remote=True)
         home = ArnScope(self.partition, self.account, home_region)
         munge = munge_secret_pattern(home, munge_owner or cluster.name)
-        for statement in to_cdk(node_statements(home, cluster.name, [home_region], munge)):
+        actions = custom_action_objects(home, cluster)
+        for statement in to_cdk(node_statements(home, cluster.name, [home_region], munge, action_objects=actions)):
             self.compute_role.add_to_policy(statement)
+        add_managed_policies(self, self.compute_role, "Compute", cluster.iam_policies.compute)
         profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
         self.subnets = {s.availability_zone: s.subnet_id for s in network.compute_subnets}
         self.vpc_id = network.vpc.vpc_id
@@ -89,6 +91,7 @@ class RegionStack(cdk.Stack):
                     boot_env=boot_env,
                     placement_group=None,
                     base_os=cluster.images.base_os,
+                    home_region=home_region,
                 )
 
     def _forward_ec2_events(self, cluster: str, home_region: str) -> None:

@@ -15,6 +15,10 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 
 from __future__ import annotations
 
+import base64
+import json
+
+from cluster_config.model import CustomActions, Pool
 from stacks.naming import CONF_SERVER_PENDING
 
 BIN = "/opt/elastic-slurm/bin"
@@ -79,6 +83,8 @@ _PRELUDE = [
     "  /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s"
     f" -c file:{ETC}/cloudwatch-agent.json",
     "fi",
+    "# the config's custom actions (ES_ACTIONS), if any: a failing one fails the boot",
+    f"{BIN}/elastic-slurm-custom-actions on_node_start",
 ]
 
 _CONTROLLER = [
@@ -123,6 +129,7 @@ _CONTROLLER = [
     'es_wait 60 "the cluster manager" systemctl is-active slurm-clustermgr.service',
     "sleep 5  # still running: a manager that crashes at start (Restart=always) is active for an instant only",
     'es_wait 4 "the cluster manager (still running)" systemctl is-active slurm-clustermgr.service',
+    f"{BIN}/elastic-slurm-custom-actions on_node_configured",
     'es_signal SUCCESS "controller $(hostname -s) of $ES_CLUSTER is up"',
     'echo "elastic-slurm boot: controller $(hostname -s) of $ES_CLUSTER is up"',
 ]
@@ -141,10 +148,24 @@ _COMPUTE = [
     f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ] || [ -z "$ELASTIC_SLURM_CONF_SERVER" ]; then'
     ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
     'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
+    f"{BIN}/elastic-slurm-custom-actions on_node_configured",
     "# slurmd's output to the original outputs only (not into the boot log on /run, a tmpfs, for the node's life)",
     "exec 1>&3 2>&4 3>&- 4>&-",
     f"exec {BIN}/elastic-slurm-node-bootstrap",
 ]
+
+
+def actions_values(actions: CustomActions) -> dict[str, str]:
+    """The user-data value naming a node's custom actions (assets/bootstrap/elastic-slurm-custom-actions reads it):
+    base64 of their JSON, so no quoting reaches the env file; nothing when there are none."""
+    if actions.empty():
+        return {}
+    return {"ES_ACTIONS": base64.b64encode(json.dumps(actions.model_dump(), sort_keys=True).encode()).decode()}
+
+
+def pool_values(partition: str, pool: Pool) -> dict[str, str]:
+    """The user-data values of one pool's launch template on top of the cluster's: its key and custom actions."""
+    return {"ES_POOL": f"{partition}-{pool.name}", **actions_values(pool.custom_actions)}
 
 
 def env_file(values: dict[str, str]) -> list[str]:

@@ -45,6 +45,6 @@ _SESSION_START = time.time()
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """The fault soak's counters (tests/aws/test_fault_soak.py), when it ran in this session (in any xdist worker)."""
-    soak = config.cache.get("elastic-slurm/fault-soak", None) if config.cache is not None else None
+    soak = config.cache.get("elastic-slurm/fault-soak", None) if getattr(config, "cache", None) is not None else None
     if isinstance(soak, dict) and float(soak.get("at", 0)) >= _SESSION_START:
         terminalreporter.write_line(str(soak.get("line", "")))

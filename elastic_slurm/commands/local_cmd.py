@@ -1,4 +1,4 @@
-"""`elastic-slurm local up|down|status|interrupt`: the local cloud (real Slurm daemons + emulated AWS on this machine).
+"""`elastic-slurm local up|down|status|env|interrupt`: the local cloud (real Slurm daemons + emulated AWS on this machine).
 
 See docs/local-cloud.md. Everything lives under one state directory (default /var/tmp/elastic-slurm-local);
 `down` stops exactly the processes recorded there.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,16 @@ def register(sub: Any) -> None:
     status = actions.add_parser("status", help="daemons, Slurm nodes and emulated instances")
     status.set_defaults(func=run_status)
 
+    env = actions.add_parser(
+        "env", help='print the shell environment to use the cloud: eval "$(elastic-slurm local env)"'
+    )
+    env.set_defaults(func=run_env)
+
     interrupt = actions.add_parser("interrupt", help="emulate a spot interruption: AWS terminates an instance")
     interrupt.add_argument("target", metavar="NODE_OR_INSTANCE", help="a Slurm node name or an instance id (i-...)")
     interrupt.set_defaults(func=run_interrupt)
 
-    for parser in (up, down, status, interrupt):
+    for parser in (up, down, status, env, interrupt):
         parser.add_argument(
             "--state-dir",
             default=os.environ.get("ELASTIC_SLURM_LOCAL_DIR", DEFAULT_STATE_DIR),
@@ -78,8 +84,8 @@ def run_up(args: argparse.Namespace) -> int:
     except LocalCloudError as exc:
         raise UserError(str(exc).splitlines()[0]) from None
     print(f"local cloud '{info.cluster}' is up (Slurm {info.slurm_version}); state dir {cloud.layout.root}")
-    print(f"  export PATH={cloud.layout.hostbin}:$PATH   # this cluster's own Slurm clients")
-    print(f"  emulated AWS: {info.aws_endpoint_url} (regions: {', '.join(info.regions)})")
+    print(f'  eval "$(elastic-slurm local env --state-dir {shlex.quote(str(cloud.layout.root))})"   # Slurm, AWS CLI')
+    print(f"  Slurm clients: {cloud.layout.hostbin}  emulated AWS: {info.aws_endpoint_url} ({', '.join(info.regions)})")
     print("  try: sbatch --wrap hostname; squeue; sinfo; elastic-slurm local status; elastic-slurm local down")
     return 0
 
@@ -135,6 +141,9 @@ def run_status(args: argparse.Namespace) -> int:
     except (LocalCloudError, OpsError) as exc:
         raise UserError(str(exc)) from None
     print(f"state dir {status.state_dir}")
+    env = operator_env(cloud)
+    print(f'use it: eval "$(elastic-slurm local env --state-dir {shlex.quote(str(cloud.layout.root))})"')
+    print(f"  Slurm clients: {env['PATH']}  emulated AWS: {env['AWS_ENDPOINT_URL']} ({env['AWS_DEFAULT_REGION']})")
     required = cloud.required_daemons()
     for name, pid in status.daemons.items():
         print(
@@ -150,6 +159,48 @@ def run_status(args: argparse.Namespace) -> int:
     for (region, az), count in sorted(per_az.items()):
         print(f"  {region:12} {az:14} {count}")
     return 0 if all(status.daemons[name] for name in required) else 1
+
+
+def operator_env(cloud: Any) -> dict[str, str]:
+    """What a shell needs to use `cloud`: its Slurm client wrappers first on PATH (the value is the directory to put
+    first), the emulated AWS endpoint and home region, and the emulated admin's keys (made up by `up`)."""
+    from localcloud import cloud_iam
+
+    info = cloud.info()
+    env = {"PATH": str(cloud.layout.hostbin), "AWS_ENDPOINT_URL": info.aws_endpoint_url}
+    env["AWS_DEFAULT_REGION"] = info.regions[0] if info.regions else "us-east-1"
+    principals = cloud_iam.load(cloud.layout)
+    if principals is not None:
+        env.update(principals.admin.env())
+    return env
+
+
+def export_lines(env: dict[str, str]) -> list[str]:
+    """`export` lines for a POSIX shell; PATH is prepended to the caller's."""
+    lines = [f'export PATH={shlex.quote(env["PATH"])}:"$PATH"']
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items() if key != "PATH"]
+    return lines
+
+
+def _running_cloud(args: argparse.Namespace) -> Any:
+    """The cloud of --state-dir (one line naming --state-dir when there is none)."""
+    from localcloud.cloud import LocalCloudError
+    from localcloud.ops import OpsError
+
+    federation = _federation(args)
+    cloud = next(iter(federation.clouds().values())) if federation is not None else _cloud(args)
+    try:
+        cloud.info()
+    except (LocalCloudError, OpsError) as exc:
+        raise UserError(f"--state-dir: {exc}") from None
+    return cloud
+
+
+def run_env(args: argparse.Namespace) -> int:
+    """Print `export` lines: Slurm clients on PATH, the emulated AWS endpoint, region and keys."""
+    for line in export_lines(operator_env(_running_cloud(args))):
+        print(line)
+    return 0
 
 
 def run_interrupt(args: argparse.Namespace) -> int:

@@ -137,7 +137,8 @@ def _base(
         slurmdbd_host=args.slurmdbd_host or None,
     )
     settings = render_overrides.apply(settings, overrides, "base")
-    return render_base_conf(config, name, settings), conf_server(settings), render_cgroup_conf(settings)
+    cgroup = render_cgroup_conf(settings, config.cluster(name).cgroup_settings)
+    return render_base_conf(config, name, settings), conf_server(settings), cgroup
 
 
 def _write(path: Path, text: str) -> None:

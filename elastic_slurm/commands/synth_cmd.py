@@ -1,22 +1,98 @@
 """`elastic-slurm synth FILE [--out DIR]`: validate the config, then run the real CDK CLI on it.
 
-Runs `node_modules/.bin/cdk synth -c config=FILE -o DIR` from the repository root (where cdk.json is), so the
-templates are exactly what `cdk deploy` would deploy. No AWS account is needed.
+Runs `cdk synth --app "<this Python> -m stacks.cdk_app" -c config=FILE -o DIR`, so the templates are exactly what
+`cdk deploy` would deploy. No AWS account is needed, and neither is a checkout: the same works from a pip-installed
+package. The helpers below are shared with `elastic-slurm cluster create|update|delete`:
+
+- `cdk_cli()`: the CDK CLI — $ELASTIC_SLURM_CDK, else the checkout's node_modules/.bin/cdk (`make setup`), else `cdk`
+  on PATH, else `npx --yes aws-cdk@<package.json's pin>`; none of them is a UserError naming what to install.
+  `CDK_CLI` is the CLI file found when this module was imported (the checkout's path when there is none).
+- `cdk_command(*args)`: `[*cdk_cli(), *args, "--app", <the app>]`, runnable from any working directory;
+  `synth_command(config, out)` is the synth one.
+- `cdk_workdir()`: the directory whose cdk.json (the app's context) the CLI reads: the checkout's root, or a
+  pip-installed package's copy (stacks/project.py).
+- `synth_env(base)`: the environment for an offline synth.
+
+`stacks` (the CDK app, not installed on cluster nodes) is imported only when a command needs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cluster_config import load
 from elastic_slurm.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CDK_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout's root, when running from one
+CHECKOUT_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+CDK_ENV = "ELASTIC_SLURM_CDK"
+APP_MODULE = "stacks.cdk_app"
+
+
+def _cli_file(environ: Mapping[str, str]) -> Path | None:
+    """The CDK CLI executable of $ELASTIC_SLURM_CDK, the checkout or PATH (None: none of them)."""
+    path = environ.get("PATH")
+    override = environ.get(CDK_ENV)
+    if override:
+        found = shutil.which(override, path=path)
+        return Path(found) if found else None
+    if CHECKOUT_CLI.exists():
+        return CHECKOUT_CLI
+    on_path = shutil.which("cdk", path=path)
+    return Path(on_path) if on_path else None
+
+
+CDK_CLI = _cli_file(os.environ) or CHECKOUT_CLI
+
+
+def cdk_cli_version() -> str:
+    """The CDK CLI version package.json pins (the checkout's, or a pip-installed package's copy)."""
+    from stacks.project import cdk_cli_version as pinned  # here: stacks is not installed on cluster nodes
+
+    return pinned()
+
+
+def cdk_cli(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The command that runs the CDK CLI (see the module docstring); UserError when there is none."""
+    env = os.environ if environ is None else environ
+    override = env.get(CDK_ENV)
+    found = _cli_file(env)
+    if found is not None:
+        return [str(found)]
+    if override:
+        raise UserError(f"{CDK_ENV}={override}: no such executable (point it at a `cdk` CLI, or unset it)")
+    npx = shutil.which("npx", path=env.get("PATH"))
+    if npx is not None:
+        return [npx, "--yes", f"aws-cdk@{cdk_cli_version()}"]
+    raise UserError(
+        "no AWS CDK CLI found: install Node.js >= 22 (its npx then runs the pinned CDK CLI), "
+        f"or `npm install -g aws-cdk@{cdk_cli_version()}`, or set {CDK_ENV} to a cdk executable"
+    )
+
+
+def cdk_app_command() -> str:
+    """The --app command line: this Python runs the CDK app of this installation."""
+    return shlex.join([sys.executable, "-m", APP_MODULE])
+
+
+def cdk_workdir() -> Path:
+    """The CLI's working directory: the one holding the cdk.json of this installation (see the module docstring)."""
+    from stacks.project import PROJECT_DIR  # here: stacks is not installed on cluster nodes
+
+    return PROJECT_DIR
+
+
+def cdk_command(*args: str) -> list[str]:
+    """A CDK CLI command line running this installation's app, e.g. `cdk_command("deploy", "--all", "-c", ...)`."""
+    return [*cdk_cli(), *args, "--app", cdk_app_command()]
 
 
 def register(sub: Any) -> None:
@@ -28,16 +104,19 @@ def register(sub: Any) -> None:
 
 
 def synth_command(config: Path, out: Path) -> list[str]:
-    """The CDK CLI command line for `config` → `out` (absolute paths: the CLI runs from the repository root)."""
-    return [str(CDK_CLI), "synth", "--quiet", "-c", f"config={config.resolve()}", "-o", str(out.resolve())]
+    """The CDK CLI command line for `config` → `out` (absolute paths: the CLI runs from `cdk_workdir()`)."""
+    return cdk_command("synth", "--quiet", "-c", f"config={config.resolve()}", "-o", str(out.resolve()))
 
 
 def synth_env(base: dict[str, str]) -> dict[str, str]:
     """Environment for an offline synth: no instance-metadata credential probing, no node deprecation banners."""
     env = dict(base)
-    # node_modules/.bin first: the CDK CLI and jsii run on the Node 22 LTS package.json pins, not the system node.
-    env["PATH"] = os.pathsep.join([str(CDK_CLI.parent), *filter(None, [base.get("PATH")])])
+    cli = _cli_file(base)
+    if cli is not None and (cli.parent / "node").exists():
+        # node_modules/.bin first: the CDK CLI and jsii run on the Node 22 LTS package.json pins, not the system node.
+        env["PATH"] = os.pathsep.join([str(cli.parent), *filter(None, [base.get("PATH")])])
     env.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    env.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
     env["AWS_EC2_METADATA_DISABLED"] = "true"
     env["CDK_DISABLE_VERSION_CHECK"] = "1"
     return env
@@ -47,11 +126,10 @@ def run_synth(args: argparse.Namespace) -> int:
     """Validate FILE (ConfigInvalid → one line per problem, exit 2), then synthesize; returns the CLI's exit code."""
     config = Path(args.file)
     load(config)
-    if not CDK_CLI.exists():
-        raise UserError(f"CDK CLI not found at {CDK_CLI}; run `make setup` (npm install)")
     out = Path(args.out)
+    command = synth_command(config, out)
     try:
-        result = subprocess.run(synth_command(config, out), cwd=REPO_ROOT, env=synth_env(dict(os.environ)), check=False)
+        result = subprocess.run(command, cwd=cdk_workdir(), env=synth_env(dict(os.environ)), check=False)
     except OSError as exc:
         raise UserError(f"cannot run the CDK CLI: {exc.strerror}") from None
     if result.returncode == 0:

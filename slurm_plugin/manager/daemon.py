@@ -120,7 +120,7 @@ def settings_of(manifest: Manifest, args: argparse.Namespace) -> Settings:
         resume_timeout=timedelta(seconds=args.resume_timeout) if args.resume_timeout else None,
         orphan_grace=timedelta(seconds=args.orphan_grace),
         capacity_cooldown=timedelta(seconds=manifest.capacity_cooldown_seconds),
-        impaired_threshold=timedelta(seconds=args.impaired_threshold),
+        impaired_threshold=timedelta(seconds=args.impaired_threshold or manifest.impaired_threshold_seconds),
         drain_mode=args.drain_mode,
     )
 
@@ -152,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override every pool's ResumeTimeout (default: each pool's, from the manifest)")  # fmt: skip
     parser.add_argument("--orphan-grace", type=_positive, default=300,
                         help="seconds an unclaimed instance may live before it is an orphan (default 300)")  # fmt: skip
-    parser.add_argument("--impaired-threshold", type=_positive, default=300,
-                        help="seconds an EC2 status check may stay impaired before the node is drained (default 300)")  # fmt: skip
+    parser.add_argument("--impaired-threshold", type=_positive, default=None,
+                        help="override the seconds an EC2 status check may stay impaired before the node is drained "
+                        "(default: health_checks.impaired_threshold, from the manifest)")  # fmt: skip
     parser.add_argument("--drain-mode", choices=["finish", "requeue"], default="finish",
                         help="drained nodes: let jobs finish, or requeue them at once (default finish)")  # fmt: skip
     parser.add_argument("--events-queue-url", default=None, help="SQS queue fed by EventBridge (optional)")

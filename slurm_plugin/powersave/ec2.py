@@ -57,6 +57,9 @@ class LaunchRequest:
     # all `count` instances in one AZ or none (a multi-node job's nodes): RunInstances MinCount = count, CreateFleet
     # SingleAvailabilityZone + MinTargetCapacity = count
     all_in_one_az: bool = False
+    # into this capacity reservation only (CapacityReservationSpecification), a Capacity Block when `capacity_block`
+    capacity_reservation_id: str | None = None
+    capacity_block: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ class Ec2:
     # ------------------------------------------------------------------ launch
     def launch(self, request: LaunchRequest) -> LaunchResult:
         """Launch with RunInstances (one override) or CreateFleet instant (several); never raises on EC2 errors."""
-        if len(request.overrides) == 1:
+        if len(request.overrides) == 1 or request.capacity_reservation_id:  # a reservation is one type in one AZ
             return self._run_instances(request)
         return self._create_fleet(request)
 
@@ -139,6 +142,11 @@ class Ec2:
         }
         if request.market == "spot":
             params["InstanceMarketOptions"] = {"MarketType": "spot"}
+        if request.capacity_reservation_id:
+            target = {"CapacityReservationId": request.capacity_reservation_id}
+            params["CapacityReservationSpecification"] = {"CapacityReservationTarget": target}
+            if request.capacity_block:
+                params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         if request.placement_group:
             params["Placement"] = {"GroupName": request.placement_group}
         try:

@@ -78,6 +78,8 @@ def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: s
                 tags=tags,
                 placement_group=attempt.placement_group,
                 all_in_one_az=attempt.single_availability_zone,
+                capacity_reservation_id=attempt.capacity_reservation_id,
+                capacity_block=attempt.capacity_block,
             )
             answer = ec2.launch(request)
             result.instances.extend(answer.instances)

@@ -27,6 +27,7 @@ CAPACITY_ERROR_CODES = frozenset(
         "SpotMaxPriceTooLow",
         "Unsupported",
         "UnfulfillableCapacity",
+        "ReservationCapacityExceeded",  # a targeted capacity reservation (or Capacity Block) is full
     }
 )
 
@@ -57,6 +58,8 @@ class Attempt:
     # All overrides sit in one AZ and the launch is all-or-nothing there (CreateFleet `SingleAvailabilityZone` and
     # `MinTargetCapacity` = count): set for pools whose launch carries a multi-node job, so its nodes share an AZ.
     single_availability_zone: bool = False
+    capacity_reservation_id: str | None = None  # launch only into this reservation
+    capacity_block: bool = False  # ... a Capacity Block for ML (market type capacity-block)
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,17 @@ def attempts_for(pool: PoolManifest, cooling_azs: Iterable[str] = ()) -> tuple[A
             for l_index, (_order, subnet, az, _lt) in enumerate(locs):
                 overrides.append(Override(itype, subnet, az, priority=t_index * len(locs) + l_index))
         for market in markets(pool.purchase_option):
-            result.append(Attempt(region, template, market, tuple(overrides), pool.placement_group))
+            result.append(
+                Attempt(
+                    region,
+                    template,
+                    market,
+                    tuple(overrides),
+                    pool.placement_group,
+                    capacity_reservation_id=pool.capacity_reservation_id,
+                    capacity_block=pool.capacity_block,
+                )
+            )
     return tuple(result)
 
 

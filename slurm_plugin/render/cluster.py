@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster_config import Cluster, ElasticSlurmConfig
+from cluster_config.slurm_settings import drop_replaced, merge_line_settings, setting_lines
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
@@ -46,7 +47,6 @@ class RenderOptions:
     slurm_bin_dir: str = "/usr/bin"
     slurm_conf: str | None = None
     slurmd_port_base: int | None = None
-    memory_fraction: float = 0.95
     slurmctld_parameters_in_base: bool = False  # True: render_base writes SlurmctldParameters, the fragment does not
 
 
@@ -82,7 +82,7 @@ def render_cluster(
         names = ", ".join(c.name for c in config.clusters)
         raise RenderError(f"--cluster: no cluster '{cluster_name}' in the config (it has: {names})") from None
     pools = [
-        (pool.instance_types, render_pool(cluster, part, pool, cache, opts.memory_fraction))
+        (pool.instance_types, render_pool(cluster, part, pool, cache))
         for part in cluster.partitions
         for pool in part.pools
     ]
@@ -94,6 +94,12 @@ def render_cluster(
         "partitions": _text(_partitions(cluster, pools)),
         "licenses": _text(_licenses(config, cluster)),
     }
+    if cluster.slurm_settings:  # the user's slurm.conf settings come last and replace the product's same keys
+        fragments = {
+            name: _text(drop_replaced(text.splitlines(), cluster.slurm_settings)) for name, text in fragments.items()
+        }
+        custom = ["# ---- clusters[].slurm_settings of the config", *setting_lines(cluster.slurm_settings)]
+        fragments["custom"] = _text(custom)
     gres = [line for _, nodes in pools for line in gres_lines(nodes)]
     manifest = build_manifest(
         cluster,
@@ -181,19 +187,32 @@ def _nodes(pools: list[tuple[list[str], PoolNodes]], ports: dict[str, int] | Non
 
 def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]]) -> Iterator[str]:
     yield "# ---- partitions"
+    yield "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit"
+    yield "EnforcePartLimits=ALL"
     for _, nodes in pools:
         yield f"NodeSet={nodes.nodeset} Nodes={nodes.hostlist}"
     grace = cluster.preemption.grace_time if cluster.preemption.type != "none" else 0
+    yield "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes"
     for part in cluster.partitions:
         # its own pools first, then the pools of the partitions whose nodes it shares (they stay theirs: launch,
         # weights and SuspendExcNodes follow the owning pool)
         owners = [part.name, *part.share_nodes_of]
-        sets = ",".join(nodes.nodeset for owner in owners for _, nodes in pools if nodes.partition == owner)
-        line = (
-            f"PartitionName={part.name} Nodes={sets} Default={'YES' if part.default else 'NO'} "
-            f"MaxTime={part.max_time} PriorityTier={part.priority_tier} State=UP"
-        )
-        yield line + (f" GraceTime={grace}" if grace else "")
+        members = [nodes for owner in owners for _, nodes in pools if nodes.partition == owner]
+        pairs = [
+            ("Nodes", ",".join(n.nodeset for n in members)),
+            ("Default", "YES" if part.default else "NO"),
+            ("MaxTime", part.max_time),
+            ("PriorityTier", str(part.priority_tier)),
+            ("DefMemPerCPU", str(default_mem_per_cpu(members))),
+            ("State", "UP"),
+            *([("GraceTime", str(grace))] if grace else []),
+        ]
+        yield " ".join([f"PartitionName={part.name}", *merge_line_settings(pairs, part.slurm_settings)])
+
+
+def default_mem_per_cpu(members: list[PoolNodes]) -> int:
+    """MiB per CPU of the partition's leanest node: a job without --mem fits any node of it, CPU for CPU."""
+    return max(1, min(nodes.size.real_memory // nodes.size.cpus for nodes in members))
 
 
 def _licenses(config: ElasticSlurmConfig, cluster: Cluster) -> Iterator[str]:

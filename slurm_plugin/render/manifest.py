@@ -72,6 +72,8 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         placement_group=group,
         spread_jobs_across_azs=pool.spread_jobs_across_azs,
         resume_timeout=cluster.slurm.resume_timeout,
+        capacity_reservation_id=pool.capacity_reservation.id if pool.capacity_reservation else None,
+        capacity_block=pool.capacity_reservation.capacity_block if pool.capacity_reservation else False,
     )
 
 
@@ -99,6 +101,7 @@ def build_manifest(
         slurm_conf=slurm_conf,
         capacity_cooldown_seconds=cluster.slurm.capacity_cooldown,
         boot_failure_limit=cluster.slurm.boot_failure_limit,
+        impaired_threshold_seconds=cluster.health_checks.impaired_threshold,
         tags={**tags, **cluster.tags},
         pools=pools,
     )

@@ -76,7 +76,14 @@ def images(assemblies: dict[str, Assembly]) -> Template:
 def test_source_asset_holds_only_the_installable_project(source: tuple[str, Path]) -> None:
     _, staged = source
     shipped = {p.name for p in staged.iterdir()}
-    assert shipped == {"pyproject.toml", "requirements.txt", "cluster_config", "elastic_slurm", "slurm_plugin"}
+    assert shipped == {
+        "pyproject.toml",
+        "requirements.txt",
+        "LICENSE",
+        "cluster_config",
+        "elastic_slurm",
+        "slurm_plugin",
+    }
     assert not [p for p in staged.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
     assert not shipped & set(NOT_SHIPPED)
 

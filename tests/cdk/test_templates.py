@@ -15,6 +15,7 @@ from tests.cdk.conftest import Assembly
 pytestmark = pytest.mark.cdk
 
 TemplateOf = Callable[[str, str], Template]
+CUSTOM_AMI = "ami-0123456789abcdef0"
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +51,8 @@ def test_every_launch_template_requires_imdsv2_with_metadata_tags_and_encrypted_
             assert data["MetadataOptions"]["HttpTokens"] == "required", where
             assert data["MetadataOptions"]["InstanceMetadataTags"] == "enabled", where
             assert all(m["Ebs"]["Encrypted"] is True for m in data["BlockDeviceMappings"]), where
-            assert data["ImageId"].startswith("resolve:ssm:/elastic-slurm/"), where
+            # the cluster's image, resolved at launch; or a pool's own AMI (site-customized.yaml's cpu-c7i)
+            assert data["ImageId"].startswith("resolve:ssm:/elastic-slurm/") or data["ImageId"] == CUSTOM_AMI, where
 
 
 def test_one_launch_template_per_pool_and_per_controller(template: TemplateOf) -> None:
@@ -335,3 +337,12 @@ def test_images_are_distributed_to_every_region_of_the_cluster(template: Templat
         "AWS::ImageBuilder::DistributionConfiguration",
         {"Distributions": [Match.object_like({"Region": "us-east-1"}), Match.object_like({"Region": "us-west-2"})]},
     )
+
+
+def test_every_image_keeps_the_ssm_agent_the_nodes_are_managed_through(assemblies: dict[str, Assembly]) -> None:
+    for name, assembly in assemblies.items():
+        recipes = _resources(assembly, "AWS::ImageBuilder::ImageRecipe")
+        assert recipes, name
+        for where, recipe in recipes.items():
+            agent = recipe["Properties"]["AdditionalInstanceConfiguration"]["SystemsManagerAgent"]
+            assert agent == {"UninstallAfterBuild": False}, where

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.ops import LIVE
+from localcloud.ops import LIVE, OpsError
 from tests.e2e.conftest import assert_no_orphans, cold_nodes
 
 pytestmark = pytest.mark.e2e
@@ -58,3 +58,35 @@ def test_idle_nodes_are_powered_down_and_their_instances_terminated(cloud: Local
     assert not cloud.instances(LIVE)
     assert {i.state for i in cloud.instances()} == {"terminated"}
     assert all(state.endswith("~") for state in cloud.nodes().values())
+
+
+def test_jobs_without_mem_share_a_node_with_the_partitions_default_memory_per_cpu(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    # c7i.large: 2 CPUs, RealMemory 4096 - 512 MiB → DefMemPerCPU=1792 on partition cpu (the leanest of its pools)
+    long_job = cloud.sbatch("-w", node, "-n1", wrap="sleep 60")
+    short_job = cloud.sbatch("-w", node, "-n1", wrap="echo shared")
+    (short,) = cloud.wait_jobs_done([short_job], timeout=120)
+    assert (short.state, short.nodes) == ("COMPLETED", node)
+    assert cloud.queue().get(long_job) == "RUNNING"  # both on one 2-CPU node at once: no job took the whole node
+    alloc = cloud.slurm("sacct", "-n", "-X", "-P", "-o", "AllocTRES", "-j", long_job).strip()
+    assert "mem=1792M" in alloc.split(","), alloc
+    assert "DefMemPerCPU=1792" in cloud.slurm("scontrol", "show", "partition", "cpu", "--oneliner").split()
+    # local-demo.yaml's custom settings reached the real slurmctld: the cluster's and the pool's
+    assert "TmpDisk=1024" in cloud.slurm("scontrol", "show", "node", node, "--oneliner").split()
+    show = cloud.slurm("scontrol", "show", "config").splitlines()
+    config = {key.strip(): value.strip() for key, _, value in (line.partition(" = ") for line in show)}
+    assert config.get("SchedulerParameters") == "bf_continue,bf_interval=10"
+    cloud.slurm("scancel", long_job)
+    (long,) = cloud.wait_jobs_done([long_job], timeout=60)
+    assert (long.state, long.nodes) == ("CANCELLED", node)
+    assert_no_orphans(cloud)
+
+
+def test_a_job_larger_than_its_partition_is_refused_at_submit(cloud: LocalCloud) -> None:
+    before = len(cloud.instances())
+    queued = set(cloud.queue())
+    # partition cpu has 14 nodes (pools small 10 + big 4): 15 can never run, so EnforcePartLimits=ALL refuses it
+    with pytest.raises(OpsError, match="Node count specification invalid"):
+        cloud.sbatch("-p", "cpu", "-N15", wrap="true")
+    assert set(cloud.queue()) <= queued
+    assert len(cloud.instances()) == before

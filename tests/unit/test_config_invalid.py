@@ -224,7 +224,13 @@ INVALID_CASES = [
             f"{P0}.placement_group": True,
             f"{P0}.availability_zones": ["us-east-1a", "us-west-2a"],
         },
-        [(f"{P0}.placement_group", "a placement group cannot span regions")],
+        [
+            (
+                f"{P0}.placement_group",
+                "a cluster placement group is confined to one availability zone, but the pool may use 2 "
+                "(us-east-1a, us-west-2a): give the pool a single availability zone",
+            )
+        ],
     ),
     # --- network values
     Case(

@@ -161,6 +161,38 @@ def test_the_manager_takes_resume_timeouts_from_the_manifest_unless_overridden()
     assert forced.resume_timeout == timedelta(seconds=60)
 
 
+def test_the_manager_takes_the_impaired_threshold_from_the_config_through_the_manifest() -> None:
+    from cluster_config import parse
+    from slurm_plugin.manager.daemon import build_parser, settings_of
+    from slurm_plugin.render.manifest import build_manifest, placeholder_infra
+
+    pool = {"name": "c7i", "instance_types": ["c7i.large"], "max_nodes": 2}
+    cluster = {
+        "name": "alpha",
+        "region": "us-east-1",
+        "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+        "storage": {"efs": {}},
+        "health_checks": {"impaired_threshold": 120},
+        "partitions": [{"name": "cpu", "pools": [pool]}],
+    }
+    alpha = parse({"clusters": [cluster]}, "alpha.yaml").cluster("alpha")
+    manifest = build_manifest(
+        alpha,
+        placeholder_infra(alpha),
+        instance_cache_path="/x",
+        state_dir="/x",
+        log_file="/x",
+        slurm_bin_dir="/usr/bin",
+        slurm_conf=None,
+        tags={},
+    )
+    assert settings_of(manifest, build_parser().parse_args(["--manifest", "m"])).impaired_threshold == timedelta(
+        seconds=120
+    )
+    forced = settings_of(manifest, build_parser().parse_args(["--manifest", "m", "--impaired-threshold", "60"]))
+    assert forced.impaired_threshold == timedelta(seconds=60)
+
+
 def test_node_powering_up_whose_instance_died_is_powered_down_at_once() -> None:
     nodes = [node("cpu-c7i-4", "IDLE+CLOUD+POWERING_UP", "127.1.0.4")]
     actions = reconcile(nodes, [inst("127.1.0.4", "terminated", age=30)], NOW, SETTINGS)

@@ -12,6 +12,7 @@ from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.manifest import DeployedInfra
 from slurm_plugin.render.cluster import RenderError, RenderOptions, render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
+from slurm_plugin.render.nodes import real_memory_mib
 from tests.unit.cache_fixture import fixture_cache
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "cluster_config" / "examples").glob("*.yaml"))
@@ -86,8 +87,8 @@ def test_small_config_power_save_fragment_is_exact() -> None:
 def test_small_config_node_lines_are_exact() -> None:
     lines = [line for line in render_small().fragments["nodes"].splitlines() if not line.startswith("#")]
     assert lines == [
-        "NodeName=cpu-c7i-[1-4] CPUs=2 RealMemory=3891 Features=c7i,cpu-c7i,x86_64,ondemand Weight=89 State=CLOUD",
-        "NodeName=cpu-spot-[1-3] CPUs=4 RealMemory=7782 Features=cpu-spot,x86_64,spot,fast Weight=54 State=CLOUD",
+        "NodeName=cpu-c7i-[1-4] CPUs=2 RealMemory=3584 Features=c7i,cpu-c7i,x86_64,ondemand Weight=89 State=CLOUD",
+        "NodeName=cpu-spot-[1-3] CPUs=4 RealMemory=7680 Features=cpu-spot,x86_64,spot,fast Weight=54 State=CLOUD",
         "NodeName=gpu-g5-[1-2] CPUs=48 RealMemory=186777 Gres=gpu:4 Features=g5,gpu-g5,x86_64,ondemand "
         "Weight=5672 State=CLOUD",
     ]
@@ -96,11 +97,17 @@ def test_small_config_node_lines_are_exact() -> None:
 def test_small_config_partition_lines_are_exact() -> None:
     assert render_small().fragments["partitions"].splitlines() == [
         "# ---- partitions",
+        "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit",
+        "EnforcePartLimits=ALL",
         "NodeSet=cpu_c7i Nodes=cpu-c7i-[1-4]",
         "NodeSet=cpu_spot Nodes=cpu-spot-[1-3]",
         "NodeSet=gpu_g5 Nodes=gpu-g5-[1-2]",
-        "PartitionName=cpu Nodes=cpu_c7i,cpu_spot Default=YES MaxTime=INFINITE PriorityTier=1 State=UP GraceTime=30",
-        "PartitionName=gpu Nodes=gpu_g5 Default=NO MaxTime=1-00:00:00 PriorityTier=5 State=UP GraceTime=30",
+        "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes",
+        # cpu: c7i.large 2 CPUs, 4096 - 512 MiB → 1792 per CPU (spot: 4 CPUs, 7680 MiB → 1920); gpu: 186777 / 48
+        "PartitionName=cpu Nodes=cpu_c7i,cpu_spot Default=YES MaxTime=INFINITE PriorityTier=1 DefMemPerCPU=1792 "
+        "State=UP GraceTime=30",
+        "PartitionName=gpu Nodes=gpu_g5 Default=NO MaxTime=1-00:00:00 PriorityTier=5 DefMemPerCPU=3891 State=UP "
+        "GraceTime=30",
     ]
 
 
@@ -122,7 +129,7 @@ def test_pool_of_several_types_is_sized_by_the_smallest_and_says_so() -> None:
     )
     rendered = render_cluster(config, "small", placeholder_infra(config.cluster("small")), fixture_cache())
     nodes = rendered.fragments["nodes"]
-    assert "NodeName=cpu-mix-[1-2] CPUs=4 RealMemory=7782 " in nodes
+    assert "NodeName=cpu-mix-[1-2] CPUs=4 RealMemory=7680 " in nodes
     assert "SMALLEST" in nodes
     # m7i and c7i: no family feature, since a constraint must hold whatever launches
     assert "Features=cpu-mix,x86_64,ondemand " in nodes
@@ -145,7 +152,7 @@ def test_without_prices_weight_falls_back_to_vcpus() -> None:
     cache = fixture_cache(on_demand=False, spot=False)
     rendered = render_cluster(config, "small", placeholder_infra(config.cluster("small")), cache)
     nodes = rendered.fragments["nodes"]
-    assert "cpu-c7i-[1-4] CPUs=2 RealMemory=3891 Features=c7i,cpu-c7i,x86_64,ondemand Weight=100 " in nodes
+    assert "cpu-c7i-[1-4] CPUs=2 RealMemory=3584 Features=c7i,cpu-c7i,x86_64,ondemand Weight=100 " in nodes
     assert "weight from vCPU estimate (on-demand)" in nodes
 
 
@@ -290,3 +297,18 @@ class _PoolWeight:
 
 def _pool_weights(nodes: str) -> list[_PoolWeight]:
     return [_PoolWeight(line) for line in nodes.splitlines() if line.startswith("NodeName=")]
+
+
+@pytest.mark.parametrize(
+    ("nominal", "real"),
+    [
+        (512, 384),  # t4g.nano: a quarter kept back
+        (1024, 768),
+        (4096, 3584),  # 512 MiB kept back up to 10 GiB
+        (8192, 7680),
+        (65536, 62259),  # 5%: m5.4xlarge measured 63622 MiB (2.9% less than nominal)
+        (786432, 747110),
+    ],
+)
+def test_real_memory_keeps_a_reserve_below_what_the_kernel_reports(nominal: int, real: int) -> None:
+    assert real_memory_mib(nominal) == real

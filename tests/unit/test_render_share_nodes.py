@@ -36,10 +36,15 @@ def test_partition_without_pools_lists_the_nodesets_of_the_partition_it_shares()
     rendered = render_with({"share_nodes_of": ["batch"]})
     assert rendered.fragments["partitions"].splitlines() == [
         "# ---- partitions",
+        "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit",
+        "EnforcePartLimits=ALL",
         "NodeSet=batch_c7i Nodes=batch-c7i-[1-4]",
         "NodeSet=batch_spot Nodes=batch-spot-[1-2]",
-        "PartitionName=batch Nodes=batch_c7i,batch_spot Default=YES MaxTime=INFINITE PriorityTier=1 State=UP",
-        "PartitionName=interactive Nodes=batch_c7i,batch_spot Default=NO MaxTime=INFINITE PriorityTier=10 State=UP",
+        "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes",
+        "PartitionName=batch Nodes=batch_c7i,batch_spot Default=YES MaxTime=INFINITE PriorityTier=1 DefMemPerCPU=1792 "
+        "State=UP",
+        "PartitionName=interactive Nodes=batch_c7i,batch_spot Default=NO MaxTime=INFINITE PriorityTier=10 "
+        "DefMemPerCPU=1792 State=UP",
     ]
     assert rendered.fragments["preemption"].splitlines()[1:] == [
         "PreemptType=preempt/partition_prio",
@@ -53,7 +58,7 @@ def test_partition_with_own_pool_lists_its_own_nodes_first_then_the_shared_ones(
     assert "NodeSet=interactive_m7i Nodes=interactive-m7i-[1-2]" in lines
     assert lines[-1] == (
         "PartitionName=interactive Nodes=interactive_m7i,batch_c7i,batch_spot Default=NO MaxTime=INFINITE "
-        "PriorityTier=10 State=UP"
+        "PriorityTier=10 DefMemPerCPU=1792 State=UP"
     )
 
 

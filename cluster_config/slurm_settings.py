@@ -1,0 +1,160 @@
+"""Custom Slurm settings: what users may add to slurm.conf and cgroup.conf, and the keys the product owns.
+
+`clusters[].slurm_settings` (slurm.conf), `clusters[].cgroup_settings` (cgroup.conf),
+`clusters[].partitions[].slurm_settings` (that partition's PartitionName line) and
+`clusters[].partitions[].pools[].slurm_settings` (the pool's NodeName line) are merged into what `elastic-slurm render`
+writes: a key the product also writes replaces the product's value, any other key is added. Keys the product owns
+(below, each with where to set it instead) are refused by `validate` with a one-line error naming the key — as
+ParallelCluster's and AWS PCS's custom settings refuse theirs. Slurm reads keys case-insensitively, so do we.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated
+
+from pydantic import Field
+
+SettingValue = str | int | bool
+SlurmSettings = dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$")], SettingValue]
+
+_SET_AT_BOOT = "set from the controllers and file systems at boot"
+_PLUGIN = "the elastic-slurm power-save plugin needs it"
+# slurm.conf, cluster level: key -> why the product owns it / where to set it instead (compared case-insensitively).
+CLUSTER_OWNED = {
+    "ClusterName": "it is clusters[].name",
+    "SlurmctldHost": _SET_AT_BOOT,
+    "ControlMachine": _SET_AT_BOOT,
+    "BackupController": _SET_AT_BOOT,
+    "SlurmctldParameters": "enable_configless and the power-save parameters live there",
+    "StateSaveLocation": _SET_AT_BOOT,
+    "SlurmctldPort": "the node security group opens Slurm's ports",
+    "SlurmdPort": "the node security group opens Slurm's ports",
+    "SrunPortRange": "the node security group opens exactly this range",
+    "SlurmUser": "the images run slurmctld as the `slurm` user",
+    "SlurmdUser": "slurmd runs as root",
+    "AuthType": "munge is set up by the images",
+    "CredType": "munge is set up by the images",
+    "SlurmdSpoolDir": "set by the images",
+    "SlurmctldPidFile": "the systemd units expect it",
+    "SlurmdPidFile": "the systemd units expect it",
+    "SlurmctldLogFile": "the log shipping expects it",
+    "SlurmdLogFile": "the log shipping expects it",
+    "ResumeProgram": _PLUGIN,
+    "SuspendProgram": _PLUGIN,
+    "ResumeFailProgram": _PLUGIN,
+    "ResumeRate": _PLUGIN,
+    "SuspendRate": _PLUGIN,
+    "TreeWidth": _PLUGIN,
+    "PrivateData": "cloud is needed to see powered-down nodes",
+    "ReturnToService": _PLUGIN,
+    "PrologSlurmctld": "it starts jobs on freshly booted nodes",
+    "ResumeTimeout": "set clusters[].slurm.resume_timeout",
+    "SuspendTime": "set clusters[].slurm.suspend_time",
+    "SuspendTimeout": "set clusters[].slurm.suspend_timeout",
+    "SuspendExcNodes": "set the pools' min_nodes",
+    "HealthCheckProgram": "set clusters[].health_checks",
+    "HealthCheckInterval": "set clusters[].health_checks.interval",
+    "PreemptType": "set clusters[].preemption.type",
+    "PreemptMode": "set clusters[].preemption.mode",
+    "AccountingStorageType": "set accounting.mode",
+    "AccountingStorageHost": "set accounting.mode",
+    "AccountingStoragePort": "set accounting.mode",
+    "SelectType": "memory and GPU scheduling need select/cons_tres",
+    "ProctrackType": "job clean-up needs proctrack/cgroup",
+    "GresTypes": "GPU pools set it",
+    "NodeName": "nodes come from the pools",
+    "NodeSet": "node sets come from the pools",
+    "PartitionName": "partitions come from clusters[].partitions",
+    "DownNodes": "node states are the plugin's",
+    "Include": "the rendered files are included by the product",
+}
+PARTITION_OWNED = {
+    "PartitionName": "it is partitions[].name",
+    "Nodes": "the partition's nodes come from its pools and share_nodes_of",
+    "Default": "set partitions[].default",
+    "MaxTime": "set partitions[].max_time",
+    "PriorityTier": "set partitions[].priority_tier",
+    "GraceTime": "set clusters[].preemption.grace_time",
+    "State": "the partition is UP; drain nodes instead",
+}
+POOL_OWNED = {
+    "NodeName": "node names are {partition}-{pool}-{index}",
+    "NodeAddr": "the plugin sets each node's address at launch",
+    "NodeHostname": "the plugin sets each node's host name at launch",
+    "Port": "slurmd listens on Slurm's port",
+    "CPUs": "it comes from the instance type (the smallest of the pool)",
+    "RealMemory": "it comes from the instance type, less a reserve",
+    "Gres": "GPUs come from the instance type",
+    "Features": "set pools[].features",
+    "Weight": "set pools[].weight",
+    "State": "nodes are CLOUD nodes powered up and down by the plugin",
+}
+CGROUP_OWNED = {"CgroupPlugin": "the images pick the cgroup plugin (autodetect)"}
+
+# Keys rendered on a partition line that share one meaning: a user's DefMemPerNode replaces the product's DefMemPerCPU.
+EXCLUSIVE = [frozenset({"defmempercpu", "defmempernode", "defmempergpu"})]
+_UNSAFE_VALUE = re.compile(r"[\s#\"'\\]")
+
+
+def owned_key_errors(settings: dict[str, SettingValue], owned: dict[str, str]) -> list[str]:
+    """One message per key of `settings` the product owns or whose value Slurm could not parse as one value."""
+    errors = []
+    lookup = {key.lower(): reason for key, reason in owned.items()}
+    for key, value in settings.items():
+        reason = lookup.get(key.lower())
+        if reason is not None:
+            errors.append(f"key '{key}' is set by elastic-slurm ({reason})")
+        elif _UNSAFE_VALUE.search(render_value(value)):
+            errors.append(
+                f"key '{key}': value {str(value)!r} has a space, quote, '#' or backslash, which Slurm would split"
+            )
+    return errors
+
+
+def render_value(value: SettingValue) -> str:
+    """A YAML value as Slurm writes it: true/false → yes/no."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def overridden(key: str, settings: dict[str, SettingValue]) -> bool:
+    """Whether the product's own `key` gives way to one of `settings` (same key, or one of the same meaning)."""
+    mine = {k.lower() for k in settings}
+    lower = key.lower()
+    return lower in mine or any(lower in group and group & mine for group in EXCLUSIVE)
+
+
+def merge_line_settings(pairs: list[tuple[str, str]], settings: dict[str, SettingValue]) -> list[str]:
+    """`Key=value` words of one Slurm line: the product's pairs less those the user replaces, then the user's."""
+    kept = [f"{k}={v}" for k, v in pairs if not overridden(k, settings)]
+    return kept + setting_lines(settings)
+
+
+def drop_replaced(lines: list[str], settings: dict[str, SettingValue]) -> list[str]:
+    """A file's lines less the product's `Key=value` lines that one of `settings` replaces."""
+    return [line for line in lines if not _is_replaced(line, settings)]
+
+
+def setting_lines(settings: dict[str, SettingValue]) -> list[str]:
+    """The user's settings as `Key=value` lines."""
+    return [f"{k}={render_value(v)}" for k, v in settings.items()]
+
+
+def _is_replaced(line: str, settings: dict[str, SettingValue]) -> bool:
+    head = line.split("=", 1)
+    return len(head) == 2 and not line.lstrip().startswith("#") and overridden(head[0].strip(), settings)
+
+
+def refuse_owned(owned: dict[str, str]) -> Callable[[dict[str, SettingValue]], dict[str, SettingValue]]:
+    """A pydantic after-validator refusing the keys of `owned` (and values Slurm would split)."""
+
+    def check(settings: dict[str, SettingValue]) -> dict[str, SettingValue]:
+        errors = owned_key_errors(settings, owned)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return settings
+
+    return check

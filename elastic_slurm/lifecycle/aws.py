@@ -1,0 +1,53 @@
+"""boto3 clients for the lifecycle commands, and AWS errors as one line.
+
+Clients use boto3's usual chains: credentials (environment, profile, instance role) and endpoints — botocore honours
+$AWS_ENDPOINT_URL, which is how the tests point these commands at the emulated AWS (tests/aws/).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cluster_config.model import REGION_PATTERN
+from elastic_slurm.errors import UserError
+
+
+def client(service: str, region: str) -> Any:
+    """A boto3 client of `service` in `region` (standard retries: the calls here are few and read-only)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
+    return boto3.session.Session().client(service, region_name=region, config=config)  # type: ignore[call-overload]
+
+
+def error_code(exc: Exception) -> str:
+    """The AWS error code of a ClientError ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+@contextmanager
+def aws_errors(what: str) -> Iterator[None]:
+    """Turn botocore failures (no credentials, access denied, unreachable endpoint) into one UserError line."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise UserError(f"{what}: {' '.join(str(exc).split())}") from None
+
+
+def default_region(given: str | None) -> str:
+    """--region, else the region boto3 is configured with (AWS_REGION, AWS_DEFAULT_REGION, the profile)."""
+    import boto3
+
+    region = given or boto3.session.Session().region_name
+    if not region:
+        raise UserError("--region: no region given and none configured (AWS_DEFAULT_REGION or the profile)")
+    if not re.match(REGION_PATTERN, region):
+        raise UserError(f"--region: '{region}' is not an AWS region (e.g. us-east-1)")
+    return str(region)

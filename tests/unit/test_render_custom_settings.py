@@ -1,0 +1,138 @@
+"""Custom Slurm settings (cluster_config/slurm_settings.py): merged into the rendered files at cluster, partition and
+pool level, replacing the product's same keys; keys the product owns are refused with a line naming the key."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_config import ConfigInvalid, parse
+from cluster_config.slurm_settings import CGROUP_OWNED, CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED
+from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
+from slurm_plugin.render.cluster import render_cluster
+from slurm_plugin.render.manifest import placeholder_infra
+from tests.unit.cache_fixture import fixture_cache
+
+POOL = {"name": "c7i", "instance_types": ["c7i.large"], "max_nodes": 4}
+CLUSTER: dict[str, Any] = {
+    "name": "small",
+    "region": "us-east-1",
+    "storage": {"efs": {}},
+    "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+    "partitions": [{"name": "cpu", "default": True, "pools": [POOL]}],
+}
+
+
+def cluster_with(**changes: Any) -> dict[str, Any]:
+    cluster = copy.deepcopy(CLUSTER)
+    partition = cluster["partitions"][0]
+    for key, value in changes.items():
+        target, _, field = key.rpartition("__")
+        {"": cluster, "partition": partition, "pool": partition["pools"][0]}[target][field] = value
+    return cluster
+
+
+def rendered(**changes: Any) -> tuple[Any, str, str]:
+    config = parse({"clusters": [cluster_with(**changes)]}, "custom.yaml")
+    cluster = config.cluster("small")
+    out = render_cluster(config, "small", placeholder_infra(cluster), fixture_cache())
+    base = render_base_conf(config, "small", BaseSettings(controller_hosts=("ip-1-2-3-4",)))
+    return out, base, render_cgroup_conf(None, cluster.cgroup_settings)
+
+
+def test_pool_settings_are_added_to_the_node_line() -> None:
+    out, _, _ = rendered(pool__slurm_settings={"MemSpecLimit": 1024, "TmpDisk": 20000})
+    (line,) = [x for x in out.fragments["nodes"].splitlines() if x.startswith("NodeName=")]
+    assert line.endswith(" Weight=89 State=CLOUD MemSpecLimit=1024 TmpDisk=20000")
+
+
+def test_partition_settings_add_keys_and_a_default_memory_of_another_kind_replaces_the_products() -> None:
+    out, _, _ = rendered(partition__slurm_settings={"MaxNodes": 2, "DefMemPerNode": 2048, "ExclusiveUser": True})
+    (line,) = [x for x in out.fragments["partitions"].splitlines() if x.startswith("PartitionName=")]
+    assert line == (
+        "PartitionName=cpu Nodes=cpu_c7i Default=YES MaxTime=INFINITE PriorityTier=1 State=UP "
+        "MaxNodes=2 DefMemPerNode=2048 ExclusiveUser=yes"
+    )
+
+
+def test_cluster_settings_come_last_and_replace_the_products_lines_in_base_and_fragments() -> None:
+    settings = {
+        "SchedulerParameters": "bf_continue,bf_window=4320",
+        "SlurmctldDebug": "debug",
+        "EnforcePartLimits": "NO",
+    }
+    out, base, _ = rendered(slurm_settings=settings)
+    assert "SlurmctldDebug=info" not in base.splitlines()
+    assert "SlurmdDebug=info" in base.splitlines()
+    assert "EnforcePartLimits=ALL" not in out.fragments["partitions"].splitlines()
+    assert list(out.fragments)[-1] == "custom"
+    assert out.slurm_conf.splitlines()[-3:] == [
+        "SchedulerParameters=bf_continue,bf_window=4320",
+        "SlurmctldDebug=debug",
+        "EnforcePartLimits=NO",
+    ]
+
+
+def test_cgroup_settings_replace_and_add() -> None:
+    _, _, cgroup = rendered(cgroup_settings={"ConstrainSwapSpace": False, "AllowedRAMSpace": 98})
+    lines = cgroup.splitlines()
+    assert "ConstrainSwapSpace=yes" not in lines
+    assert lines[-2:] == ["ConstrainSwapSpace=no", "AllowedRAMSpace=98"]
+    assert "ConstrainRAMSpace=yes" in lines
+
+
+def test_without_settings_nothing_changes() -> None:
+    out, _, cgroup = rendered()
+    assert "custom" not in out.fragments
+    assert cgroup.splitlines()[-1] == "ConstrainDevices=yes"
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "message"),
+    [
+        (
+            {"slurm_settings": {"SlurmctldHost": "x"}},
+            "clusters[0].slurm_settings",
+            "key 'SlurmctldHost' is set by elastic-slurm (set from the controllers and file systems at boot)",
+        ),
+        (
+            {"slurm_settings": {"resumetimeout": 60}},
+            "clusters[0].slurm_settings",
+            "key 'resumetimeout' is set by elastic-slurm (set clusters[].slurm.resume_timeout)",
+        ),
+        (
+            {"partition__slurm_settings": {"MaxTime": "1:00:00"}},
+            "clusters[0].partitions[0].slurm_settings",
+            "key 'MaxTime' is set by elastic-slurm (set partitions[].max_time)",
+        ),
+        (
+            {"pool__slurm_settings": {"RealMemory": 1000}},
+            "clusters[0].partitions[0].pools[0].slurm_settings",
+            "key 'RealMemory' is set by elastic-slurm (it comes from the instance type, less a reserve)",
+        ),
+        (
+            {"pool__slurm_settings": {"TmpDisk": "10 000"}},
+            "clusters[0].partitions[0].pools[0].slurm_settings",
+            "key 'TmpDisk': value '10 000' has a space, quote, '#' or backslash, which Slurm would split",
+        ),
+        (
+            {"cgroup_settings": {"CgroupPlugin": "cgroup/v1"}},
+            "clusters[0].cgroup_settings",
+            "key 'CgroupPlugin' is set by elastic-slurm (the images pick the cgroup plugin (autodetect))",
+        ),
+    ],
+)
+def test_owned_keys_are_refused_with_one_line_naming_the_key(changes: dict[str, Any], path: str, message: str) -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        parse({"clusters": [cluster_with(**changes)]}, "custom.yaml")
+    assert [str(e) for e in caught.value.errors] == [f"{path}: {message}"]
+
+
+def test_every_owned_key_is_listed_in_the_docs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "custom-settings.md").read_text(encoding="utf-8")
+    for table in (CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED, CGROUP_OWNED):
+        for key, reason in table.items():
+            assert f"| `{key}` | {reason} |" in text, key
