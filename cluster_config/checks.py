@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cluster_config import slurm_release
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool, PurchaseOption
+from cluster_config.model_site import MAX_ENCODED_ACTIONS, CustomActions
 
 # A node name is a DNS label: at most 63 characters.
 MAX_NODE_NAME = 63
@@ -122,6 +123,7 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
             yield ConfigError(
                 f"{path}.remote_regions[{ri}].region", f"region '{region}' is already the home or another remote region"
             )
+    yield from _check_actions_size(cluster.controller.custom_actions, f"{path}.controller.custom_actions")
     if cluster.controller.count == 2 and len(network_azs(cluster.network)) < 2:
         yield ConfigError(f"{path}.controller.count", "2 controllers need a network with at least 2 availability zones")
     defaults = [i for i, p in enumerate(cluster.partitions) if p.default]
@@ -267,6 +269,7 @@ def _check_pool(
     if pool.placement_group and pool.spread_jobs_across_azs:
         yield ConfigError(f"{path}.spread_jobs_across_azs", "a pool with a placement group keeps its jobs in one AZ")
     yield from _check_reservation(pool, azs, path)
+    yield from _check_actions_size(pool.custom_actions, f"{path}.custom_actions")
     remote = sorted({region_of_az(az) for az in azs} - {cluster.region})
     for key, value in (("ami_id", pool.ami_id), ("security_groups", pool.security_groups)):
         if value and remote:
@@ -298,6 +301,17 @@ def _check_placement_group(cluster: Cluster, pool: Pool, path: str, azs: list[st
             f"{path}.placement_group",
             f"the pool's placement group is created in the home region '{cluster.region}', so its availability zone "
             f"cannot be '{distinct[0]}' of region '{region_of_az(distinct[0])}'",
+        )
+
+
+def _check_actions_size(actions: CustomActions, path: str) -> Iterator[ConfigError]:
+    """The actions travel in the launch template's user data, which EC2 limits to 16 KB with the boot script."""
+    size = len(actions.encoded()) if not actions.empty() else 0
+    if size > MAX_ENCODED_ACTIONS:
+        yield ConfigError(
+            path,
+            f"the actions take {size} bytes of the 16 KB EC2 user data (at most {MAX_ENCODED_ACTIONS}): use fewer or "
+            "shorter arguments, or one script that runs the others",
         )
 
 

@@ -7,6 +7,7 @@ Pydantic's messages are turned into YAML paths and plain words here (`format_loc
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -44,7 +45,10 @@ class ConfigInvalid(Exception):
 
 
 class _StrictYamlLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (plain YAML silently keeps the last one)."""
+    """SafeLoader that rejects a key given twice in one mapping (plain YAML silently keeps the last one), and reads
+    plain scalars by YAML 1.2's core schema instead of PyYAML's YAML 1.1: only true/false are booleans and there are
+    no base-60 numbers, so Slurm values stay what they say (`OFF`, `no`, `30:00`, `1:30:00`) instead of becoming
+    False or 1800; 010 is ten."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -58,6 +62,32 @@ class _StrictYamlLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+_BOOL, _INT, _FLOAT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_StrictYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictYamlLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_StrictYamlLoader.add_implicit_resolver(
+    _INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+_StrictYamlLoader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    return int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)
+
+
+_StrictYamlLoader.add_constructor(_INT, _construct_int)
 
 
 def format_loc(loc: tuple[int | str, ...]) -> str:

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 NAME_PATTERN = r"^[a-z][a-z0-9]*$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
-REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
-AZ_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$"
+REGION_PATTERN = r"^[a-z]{2,4}(-[a-z]+)?-[a-z]+-\d$"  # us-east-1, us-gov-west-1, eusc-de-east-1, us-iso-east-1
+AZ_PATTERN = r"^[a-z]{2,4}(-[a-z]+)?-[a-z]+-\d[a-z]$"
 INSTANCE_TYPE_PATTERN = r"^[a-z][a-z0-9-]*\.[a-z0-9]+$"
 # An RDS instance class, with or without the `db.` prefix; the family always carries a generation digit (t4g, r6g).
 DB_INSTANCE_CLASS_PATTERN = r"^(db\.)?[a-z]+[0-9][a-z0-9-]*\.[a-z0-9]+$"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Annotated
 
 from pydantic import Field
@@ -13,9 +15,9 @@ class CustomAction(StrictModel):
     """A script a node runs at boot, as root, its output in the boot log; a failure fails the boot."""
 
     script: str = Field(
-        pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+|/\S+)$",
-        description="s3://bucket/key (downloaded with the node's role, which may read exactly these objects) or an "
-        "absolute path on the image.",
+        pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s*?]+|/\S+)$",
+        description="s3://bucket/key (downloaded with the node's role, which may read exactly these objects, so no * "
+        "or ? in the key) or an absolute path on the image.",
     )
     args: list[Annotated[str, Field(pattern=r"^[^\n\r]*$")]] = Field(
         default_factory=list, description="Arguments passed to the script."
@@ -38,6 +40,15 @@ class CustomActions(StrictModel):
     def empty(self) -> bool:
         """No action at all."""
         return not (self.on_node_start or self.on_node_configured)
+
+    def encoded(self) -> str:
+        """The actions as the user data carries them (ES_ACTIONS): base64 of their JSON, so no quoting reaches the
+        node's env file; assets/bootstrap/elastic-slurm-custom-actions decodes it."""
+        return base64.b64encode(json.dumps(self.model_dump(), sort_keys=True).encode()).decode()
+
+
+# EC2 takes at most 16 KB of user data; the boot script itself takes about 10 KB (controller) and 6.5 KB (compute)
+MAX_ENCODED_ACTIONS = 4096
 
 
 class CapacityReservation(StrictModel):

@@ -27,6 +27,8 @@ CLUSTER_OWNED = {
     "SlurmctldHost": _SET_AT_BOOT,
     "ControlMachine": _SET_AT_BOOT,
     "BackupController": _SET_AT_BOOT,
+    "ControlAddr": _SET_AT_BOOT,
+    "BackupAddr": _SET_AT_BOOT,
     "SlurmctldParameters": "enable_configless and the power-save parameters live there",
     "StateSaveLocation": _SET_AT_BOOT,
     "SlurmctldPort": "the node security group opens Slurm's ports",
@@ -77,6 +79,9 @@ PARTITION_OWNED = {
     "MaxTime": "set partitions[].max_time",
     "PriorityTier": "set partitions[].priority_tier",
     "GraceTime": "set clusters[].preemption.grace_time",
+    "ResumeTimeout": "the plugin and the cluster manager time boots by clusters[].slurm.resume_timeout",
+    "SuspendTime": "the power-save timers are clusters[].slurm's",
+    "SuspendTimeout": "the power-save timers are clusters[].slurm's",
     "State": "the partition is UP; drain nodes instead",
 }
 POOL_OWNED = {
@@ -85,9 +90,11 @@ POOL_OWNED = {
     "NodeHostname": "the plugin sets each node's host name at launch",
     "Port": "slurmd listens on Slurm's port",
     "CPUs": "it comes from the instance type (the smallest of the pool)",
+    "Procs": "it comes from the instance type (the smallest of the pool)",
     "RealMemory": "it comes from the instance type, less a reserve",
     "Gres": "GPUs come from the instance type",
     "Features": "set pools[].features",
+    "Feature": "set pools[].features",
     "Weight": "set pools[].weight",
     "State": "nodes are CLOUD nodes powered up and down by the plugin",
 }

@@ -112,7 +112,8 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             LAUNCH_ACTIONS,
             [
                 *(scope.arn("placement-group/*", region=r) for r in regions),
-                *(scope.arn("capacity-reservation/*", region=r) for r in regions),
+                # any account's: a reservation (or Capacity Block) may be shared with this account
+                *(f"arn:{scope.partition}:ec2:{r}:*:capacity-reservation/*" for r in regions),
                 *(f"arn:{scope.partition}:ec2:{r}::image/*" for r in regions),
             ],
         ),

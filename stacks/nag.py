@@ -91,7 +91,7 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "launch templates.",
         ),
         (
-            f"AwsSolutions-IAM5[Resource::{EC2}:capacity-reservation/*]",
+            "AwsSolutions-IAM5[Resource::arn:{partition}:ec2:{region}:*:capacity-reservation/*]",
             "Pools may launch into the capacity reservation their config names (pools[].capacity_reservation); "
             "launches are still limited to the cluster's templates and tagged instances.",
         ),

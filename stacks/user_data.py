@@ -15,9 +15,6 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 
 from __future__ import annotations
 
-import base64
-import json
-
 from cluster_config.model import CustomActions, Pool
 from stacks.naming import CONF_SERVER_PENDING
 
@@ -160,7 +157,7 @@ def actions_values(actions: CustomActions) -> dict[str, str]:
     base64 of their JSON, so no quoting reaches the env file; nothing when there are none."""
     if actions.empty():
         return {}
-    return {"ES_ACTIONS": base64.b64encode(json.dumps(actions.model_dump(), sort_keys=True).encode()).decode()}
+    return {"ES_ACTIONS": actions.encoded()}
 
 
 def pool_values(partition: str, pool: Pool) -> dict[str, str]:

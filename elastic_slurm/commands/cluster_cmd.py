@@ -49,6 +49,11 @@ def register(sub: Any) -> None:
     update.add_argument("file", metavar="FILE", help="the edited cluster YAML file")
     update.add_argument("--dryrun", action="store_true", help="print the changes and their policies; deploy nothing")
     update.add_argument("--against", metavar="OLD.yaml", help="diff against this file instead of the deployed config")
+    update.add_argument(
+        "--yes",
+        action="store_true",
+        help="deploy even when a change removes a pool or partition, replaces launch templates or controllers",
+    )
     update.set_defaults(func=run_update)
     delete = actions.add_parser("delete", help="delete every stack of a cluster file (cdk destroy --all --force)")
     delete.add_argument("target", metavar="FILE", help="the cluster YAML file the cluster was deployed from")
@@ -115,9 +120,15 @@ def run_update(args: argparse.Namespace) -> int:
     """Print the changes; refuse `not allowed` ones (exit 2); without --dryrun, deploy."""
     path, config = _load(args.file)
     against = _load(args.against, "--against")[0] if args.against else None
-    check_update(config, against)
+    plan = check_update(config, against)
     if args.dryrun:
         return 0
+    disruptive = plan.disruptive()
+    if disruptive and not args.yes:
+        raise UserError(
+            f"--yes: {len(disruptive)} change(s) act on running work (first: {disruptive[0].text()}); read the "
+            "lines above (docs/updates.md), drain what they name, then run again with --yes"
+        )
     return cdk.run_cdk(cdk.deploy_command(path))
 
 

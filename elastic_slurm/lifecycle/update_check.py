@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from cluster_config import ElasticSlurmConfig, load
-from cluster_config.config_diff import Change, diff, worst
+from cluster_config.config_diff import ABSENT, Change, diff, worst
 from cluster_config.config_paths import format_path
 from cluster_config.update_policy import Policy
 from elastic_slurm.errors import UserError
@@ -35,6 +37,12 @@ class UpdatePlan:
         else:
             out.append(f"{len(self.changes)} change(s) against {self.source}; worst: {policy.label} — {policy.meaning}")
         return out
+
+    def disruptive(self) -> list[Change]:
+        """Changes a deploy would act on at once against running work: a pool or partition removed (its nodes leave
+        Slurm and their instances are terminated), launch templates changed, controllers replaced."""
+        removed = [c for c in self.changes if c.new is ABSENT and isinstance(c.old, BaseModel)]
+        return removed + [c for c in self.changes if c.policy >= Policy.DRAIN_AND_REPLACE and c not in removed]
 
     def refusal(self) -> str | None:
         """One line naming the first `not allowed` change and why (None when every change may be applied)."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster_config import Cluster, ElasticSlurmConfig
-from cluster_config.slurm_settings import drop_replaced, merge_line_settings, setting_lines
+from cluster_config.slurm_settings import drop_replaced, merge_line_settings, overridden, setting_lines
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
@@ -91,7 +91,7 @@ def render_cluster(
         "power_save": _text(_power_save(cluster, pools, opts)),
         "preemption": _text(_preemption(cluster)),
         "nodes": _text(_nodes(pools, ports)),
-        "partitions": _text(_partitions(cluster, pools)),
+        "partitions": _text(_partitions(cluster, pools, federated=_federated(config, cluster))),
         "licenses": _text(_licenses(config, cluster)),
     }
     if cluster.slurm_settings:  # the user's slurm.conf settings come last and replace the product's same keys
@@ -185,14 +185,26 @@ def _nodes(pools: list[tuple[list[str], PoolNodes]], ports: dict[str, int] | Non
         yield from node_lines(nodes, types, ports)
 
 
-def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]]) -> Iterator[str]:
+def _federated(config: ElasticSlurmConfig, cluster: Cluster) -> bool:
+    return config.federation is not None and cluster.name in config.federation.clusters
+
+
+def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]], federated: bool) -> Iterator[str]:
     yield "# ---- partitions"
-    yield "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit"
-    yield "EnforcePartLimits=ALL"
+    if federated:
+        # a federated job is first submitted to this (origin) cluster: a refusal here would keep it from the sibling
+        # whose partitions can run it, so the limits are left to each member's scheduler (Slurm's default, NO)
+        yield "# EnforcePartLimits: not set (federation member: a sibling may run what this cluster cannot)"
+    else:
+        yield "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit"
+        yield "EnforcePartLimits=ANY"
     for _, nodes in pools:
         yield f"NodeSet={nodes.nodeset} Nodes={nodes.hostlist}"
     grace = cluster.preemption.grace_time if cluster.preemption.type != "none" else 0
-    yield "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes"
+    # a cluster-wide DefMemPer* of the config's slurm_settings applies to every partition: no partition value then
+    cluster_default_memory = overridden("DefMemPerCPU", cluster.slurm_settings)
+    if not cluster_default_memory:
+        yield "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes"
     for part in cluster.partitions:
         # its own pools first, then the pools of the partitions whose nodes it shares (they stay theirs: launch,
         # weights and SuspendExcNodes follow the owning pool)
@@ -203,7 +215,7 @@ def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]]) -> I
             ("Default", "YES" if part.default else "NO"),
             ("MaxTime", part.max_time),
             ("PriorityTier", str(part.priority_tier)),
-            ("DefMemPerCPU", str(default_mem_per_cpu(members))),
+            *([] if cluster_default_memory else [("DefMemPerCPU", str(default_mem_per_cpu(members)))]),
             ("State", "UP"),
             *([("GraceTime", str(grace))] if grace else []),
         ]
@@ -211,8 +223,17 @@ def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]]) -> I
 
 
 def default_mem_per_cpu(members: list[PoolNodes]) -> int:
-    """MiB per CPU of the partition's leanest node: a job without --mem fits any node of it, CPU for CPU."""
-    return max(1, min(nodes.size.real_memory // nodes.size.cpus for nodes in members))
+    """MiB per CPU of the partition's leanest node, less what a pool's MemSpecLimit keeps from jobs: a job without
+    --mem fits any node of it, CPU for CPU."""
+    return max(1, min((nodes.size.real_memory - mem_spec_limit(nodes)) // nodes.size.cpus for nodes in members))
+
+
+def mem_spec_limit(nodes: PoolNodes) -> int:
+    """The pool's MemSpecLimit (MiB kept for the OS and daemons, from its slurm_settings), or 0."""
+    for key, value in nodes.settings.items():
+        if key.lower() == "memspeclimit" and str(value).isdigit():
+            return int(value)
+    return 0
 
 
 def _licenses(config: ElasticSlurmConfig, cluster: Cluster) -> Iterator[str]:

@@ -99,7 +99,7 @@ def test_images_source_asset_is_a_pip_installable_project_with_every_console_scr
     synthesized: Path, tmp_path: Path
 ) -> None:
     source = _assets(synthesized)["source"]
-    assert {p.name for p in source.iterdir()} == {"pyproject.toml", "requirements.txt", *NODE_PACKAGES}
+    assert {p.name for p in source.iterdir()} == {"pyproject.toml", "requirements.txt", "LICENSE", *NODE_PACKAGES}
     scripts = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     # what `pip install "$source_dir"` builds on the build instance (from a copy: the build writes into its source)
     wheel = build_wheel(Path(shutil.copytree(source, tmp_path / "source")), tmp_path / "wheel")

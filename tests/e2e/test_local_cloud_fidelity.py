@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from cluster_config import slurm_release
+from cluster_config import load, slurm_release
 from localcloud import controller_boot, enter, procs, slurm_root
 from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.ops import LIVE
-from stacks.user_data import SIGNAL_URL_FILE, boot_commands
+from stacks.user_data import SIGNAL_URL_FILE, boot_commands, pool_values
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
 
 # What the local controller's env file adds to the values the stacks give it (docs/local-cloud.md: endpoint and
@@ -153,8 +153,15 @@ def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: Lo
     assert (cloud.layout.jobs / f"{record.job_id}.out").read_text().strip() == "mounted"
     instance = cloud.instance_of_node(node)
     machine = cloud.layout.machine_dir(instance.instance_id)
-    # the script it ran is the stacks' compute user data for the values local up published
-    assert (machine / "run" / "user-data").read_text() == BootData(cloud.info().compute_user_data).compute_user_data()
+    # the script it ran is the stacks' compute user data for the values local up published plus its pool's launch
+    # template values (stacks.user_data.pool_values: ES_POOL, custom actions)
+    info = cloud.info()
+    values = {
+        **info.compute_user_data,
+        **pool_values("cpu", load(info.config_path).cluster("local").partitions[0].pools[0]),
+    }
+    assert instance.pool == "cpu-small" and values["ES_POOL"] == "cpu-small"
+    assert (machine / "run" / "user-data").read_text() == BootData(values).compute_user_data()
     # munge key from the emulated Secrets Manager, as the controller's; its own munged
     assert (machine / "etc-munge" / "munge.key").read_bytes() == cloud.layout.munge_key.read_bytes()
     assert (machine / "run" / "munge" / "munged.pid").exists()

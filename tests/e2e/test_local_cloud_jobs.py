@@ -85,7 +85,7 @@ def test_jobs_without_mem_share_a_node_with_the_partitions_default_memory_per_cp
 def test_a_job_larger_than_its_partition_is_refused_at_submit(cloud: LocalCloud) -> None:
     before = len(cloud.instances())
     queued = set(cloud.queue())
-    # partition cpu has 14 nodes (pools small 10 + big 4): 15 can never run, so EnforcePartLimits=ALL refuses it
+    # partition cpu has 14 nodes (pools small 10 + big 4): 15 can never run, so EnforcePartLimits=ANY refuses it
     with pytest.raises(OpsError, match="Node count specification invalid"):
         cloud.sbatch("-p", "cpu", "-N15", wrap="true")
     assert set(cloud.queue()) <= queued

@@ -115,6 +115,33 @@ def test_update_deploys_allowed_changes(tmp_path: Path, capsys: pytest.CaptureFi
     assert cdk_calls == [cdk.deploy_command(new)]
 
 
+def _new_pool(data: dict[str, Any]) -> None:
+    pool = data["clusters"][0]["partitions"][0]["pools"][0]
+    data["clusters"][0]["partitions"][0]["pools"].append({**pool, "name": "extra"})
+
+
+@pytest.mark.parametrize(
+    ("edit", "first"),
+    [
+        (lambda d: d["clusters"][0].update(controller={"instance_type": "c7i.xlarge"}), "controller.instance_type"),
+        (lambda d: d["clusters"][0]["partitions"][0]["pools"].pop(), "pools[1]: removed pool 'extra'"),
+    ],
+    ids=["controller-replaced", "pool-removed"],
+)
+def test_update_acting_on_running_work_needs_yes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cdk_calls: Calls, edit: Any, first: str
+) -> None:
+    old = _edited(tmp_path, "old.yaml", _new_pool)  # two pools, so one can go
+    new = _edited(tmp_path, "new.yaml", lambda d: (_new_pool(d), edit(d)))
+    assert cli.main(["cluster", "update", str(new), "--against", str(old)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("elastic-slurm cluster: --yes: 1 change(s) act on running work (first: clusters[0].")
+    assert first in line
+    assert cdk_calls == []
+    assert cli.main(["cluster", "update", str(new), "--against", str(old), "--yes"]) == 0
+    assert cdk_calls == [cdk.deploy_command(new)]
+
+
 def test_update_names_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
     assert cli.main(["cluster", "update", str(MINIMAL), "--against", str(tmp_path / "nope.yaml")]) == 2
     assert (

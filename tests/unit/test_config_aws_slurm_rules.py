@@ -243,3 +243,12 @@ def test_names_the_deploy_checked_are_trusted_on_the_controller(monkeypatch: pyt
     assert problems(broken(Case("newer", changes))) == []
     config_apply = Path(__file__).resolve().parents[2] / "assets" / "bootstrap" / "elastic-slurm-config-apply"
     assert f"export {aws_catalog.NAMES_CHECKED_ENV}=1" in config_apply.read_text(encoding="utf-8")
+
+
+def test_every_region_botocore_knows_passes_the_region_pattern() -> None:
+    import re
+
+    from cluster_config.model_base import AZ_PATTERN, REGION_PATTERN
+
+    assert [r for r in aws_catalog.regions() if not re.match(REGION_PATTERN, r)] == []
+    assert [r for r in aws_catalog.regions() if not re.match(AZ_PATTERN, f"{r}a")] == []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cluster_config import parse
+from cluster_config import ConfigInvalid, parse
 from cluster_config.model import CustomActions
 from stacks.iam_policies import ArnScope
 from stacks.node_policies import custom_action_objects, node_statements
@@ -140,3 +140,29 @@ def test_nodes_may_read_exactly_the_s3_scripts_of_the_config() -> None:
     assert not [
         s for s in node_statements(scope, "acts", ["us-east-1"], "arn:secret") if s["Sid"] == "ReadCustomActionScripts"
     ]
+
+
+def test_the_largest_actions_allowed_still_fit_ec2s_user_data_limit() -> None:
+    from cluster_config.model_site import MAX_ENCODED_ACTIONS
+
+    generous = {f"ES_VALUE_{i}": "x" * 150 for i in range(16)}  # the stacks write about 14 values of up to ~120
+    for role in ("controller", "compute"):
+        values = {**generous, "ES_ACTIONS": "A" * MAX_ENCODED_ACTIONS}
+        text = "#!/bin/bash\n" + "\n".join(boot_commands(role, values, signal_url="https://" + "s" * 1200))
+        assert len(text.encode()) < 16 * 1024, (role, len(text.encode()))
+
+
+def test_too_many_actions_are_refused_with_their_size() -> None:
+    many = [{"script": "s3://my-bucket/setup.sh", "args": ["x" * 200]} for _ in range(20)]
+    with pytest.raises(ConfigInvalid) as caught:
+        config_with({"on_node_start": many})
+    (error,) = caught.value.errors
+    assert error.path == "clusters[0].partitions[0].pools[0].custom_actions"
+    assert "of the 16 KB EC2 user data (at most 4096): use fewer or shorter arguments" in error.message
+
+
+def test_s3_keys_with_iam_wildcards_are_refused() -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        config_with({"on_node_start": [{"script": "s3://my-bucket/*.sh"}]})
+    (error,) = caught.value.errors
+    assert error.path == "clusters[0].partitions[0].pools[0].custom_actions.on_node_start[0].script"

@@ -98,7 +98,7 @@ def test_small_config_partition_lines_are_exact() -> None:
     assert render_small().fragments["partitions"].splitlines() == [
         "# ---- partitions",
         "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit",
-        "EnforcePartLimits=ALL",
+        "EnforcePartLimits=ANY",
         "NodeSet=cpu_c7i Nodes=cpu-c7i-[1-4]",
         "NodeSet=cpu_spot Nodes=cpu-spot-[1-3]",
         "NodeSet=gpu_g5 Nodes=gpu-g5-[1-2]",

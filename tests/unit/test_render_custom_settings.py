@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cluster_config import ConfigInvalid, parse
+from cluster_config import ConfigInvalid, load, parse
 from cluster_config.slurm_settings import CGROUP_OWNED, CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED
 from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
 from slurm_plugin.render.cluster import render_cluster
@@ -67,7 +67,7 @@ def test_cluster_settings_come_last_and_replace_the_products_lines_in_base_and_f
     out, base, _ = rendered(slurm_settings=settings)
     assert "SlurmctldDebug=info" not in base.splitlines()
     assert "SlurmdDebug=info" in base.splitlines()
-    assert "EnforcePartLimits=ALL" not in out.fragments["partitions"].splitlines()
+    assert "EnforcePartLimits=ANY" not in out.fragments["partitions"].splitlines()
     assert list(out.fragments)[-1] == "custom"
     assert out.slurm_conf.splitlines()[-3:] == [
         "SchedulerParameters=bf_continue,bf_window=4320",
@@ -136,3 +136,46 @@ def test_every_owned_key_is_listed_in_the_docs() -> None:
     for table in (CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED, CGROUP_OWNED):
         for key, reason in table.items():
             assert f"| `{key}` | {reason} |" in text, key
+
+
+def test_a_pools_mem_spec_limit_is_kept_out_of_the_partitions_default_memory() -> None:
+    out, _, _ = rendered(pool__slurm_settings={"MemSpecLimit": 1024})
+    # c7i.large: RealMemory 3584 MiB, 1024 kept for the OS and daemons, 2 CPUs
+    assert "DefMemPerCPU=1280" in out.fragments["partitions"].split()
+
+
+def test_a_cluster_wide_default_memory_leaves_the_partitions_without_their_own() -> None:
+    out, _, _ = rendered(slurm_settings={"DefMemPerNode": 2048})
+    assert "DefMemPerCPU" not in out.fragments["partitions"]
+    assert out.slurm_conf.splitlines()[-1] == "DefMemPerNode=2048"
+
+
+def test_a_federation_member_leaves_partition_limits_to_the_sibling_that_runs_the_job() -> None:
+    second = {**copy.deepcopy(CLUSTER), "name": "other"}
+    second["network"] = {"mode": "create", "vpc_cidr": "10.1.0.0/16", "availability_zones": ["us-east-1a"]}
+    data = {
+        "clusters": [cluster_with(), second],
+        "accounting": {"mode": "create"},
+        "federation": {"name": "fed", "clusters": ["small", "other"]},
+    }
+    config = parse(data, "fed.yaml")
+    out = render_cluster(config, "small", placeholder_infra(config.cluster("small")), fixture_cache())
+    assert not [line for line in out.fragments["partitions"].splitlines() if line.startswith("EnforcePartLimits")]
+
+
+def test_slurm_values_in_yaml_stay_as_written(tmp_path: Path) -> None:
+    # YAML 1.1 (PyYAML's default) would read 30:00 as 1800 and NO as False; the loader reads YAML 1.2's core schema
+    text = (
+        "clusters:\n  - name: small\n    region: us-east-1\n    storage: {efs: {}}\n"
+        "    network: {mode: create, availability_zones: [us-east-1a]}\n"
+        "    partitions:\n      - name: cpu\n        max_time: 60:00\n"
+        "        slurm_settings: {DefaultTime: 30:00, ExclusiveUser: NO, LLN: yes}\n"
+        "        pools: [{name: c7i, instance_types: [c7i.large], max_nodes: 010}]\n"
+    )
+    path = tmp_path / "values.yaml"
+    path.write_text(text)
+    config = load(path)
+    out = render_cluster(config, "small", placeholder_infra(config.cluster("small")), fixture_cache())
+    (line,) = [x for x in out.fragments["partitions"].splitlines() if x.startswith("PartitionName=")]
+    assert {"MaxTime=60:00", "DefaultTime=30:00", "ExclusiveUser=NO", "LLN=yes"} <= set(line.split())
+    assert config.cluster("small").partitions[0].pools[0].max_nodes == 10

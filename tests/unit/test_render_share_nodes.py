@@ -37,7 +37,7 @@ def test_partition_without_pools_lists_the_nodesets_of_the_partition_it_shares()
     assert rendered.fragments["partitions"].splitlines() == [
         "# ---- partitions",
         "# a job no partition it names could ever run (too many nodes, CPUs, memory or time) is refused at submit",
-        "EnforcePartLimits=ALL",
+        "EnforcePartLimits=ANY",
         "NodeSet=batch_c7i Nodes=batch-c7i-[1-4]",
         "NodeSet=batch_spot Nodes=batch-spot-[1-2]",
         "# DefMemPerCPU: a job without --mem gets this much per CPU (the smallest node's share), so jobs share nodes",
