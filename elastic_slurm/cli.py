@@ -19,6 +19,7 @@ from elastic_slurm.commands import (
     config_cmds,
     configure_cmd,
     connect_cmd,
+    fleet_cmd,
     local_cmd,
     logs_cmd,
     render_cmd,
@@ -40,6 +41,7 @@ COMMAND_MODULES = [
     logs_cmd,
     connect_cmd,
     cluster_cmd,
+    fleet_cmd,
 ]
 
 

@@ -108,3 +108,10 @@ def home_boot_env(
         "ES_LOG_GROUP": log_group_name(cluster),
         "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster),
     }
+
+
+def fleet_parameter(cluster: str) -> str:
+    """SSM parameter (home region) with the operator's fleet wish, RUNNING or STOPPED: written by `elastic-slurm fleet
+    stop|start`, read by the cluster manager every cycle; absent means RUNNING. Not a stack resource, so no deploy
+    resets it."""
+    return f"/elastic-slurm/{cluster}/fleet"

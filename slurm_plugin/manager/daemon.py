@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from slurm_plugin import logs
-from slurm_plugin.manager import events, metrics
+from slurm_plugin.manager import events, fleet, metrics
 from slurm_plugin.manager.apply import Outcome, Terminator, apply
 from slurm_plugin.manager.model import Action, Instance, Kind, Settings
 from slurm_plugin.manager.observe import ObserveError, active_controller, describe_cluster
@@ -57,6 +57,7 @@ class Manager:
     host: str
     sqs: Any = None
     queue_url: str | None = None
+    ssm: Any = None  # reads the fleet parameter (None: no fleet stop/start)
     dry_run: bool = False
     ignored: set[str] = field(default_factory=set)
 
@@ -83,6 +84,12 @@ class Manager:
         if not self.active():
             LOG.debug("not the active controller: standing by")
             return None
+        settings = self.settings
+        if self.ssm is not None:  # the operator's fleet stop/start (manager/fleet.py)
+            wish = fleet.wanted(self.ssm, self.manifest.cluster, self.manifest.state_dir)
+            if not self.dry_run:
+                fleet.apply_partitions(self.slurm, wish, self.manifest.state_dir)
+            settings = replace(settings, fleet_stopped=wish == fleet.STOPPED)
         nodes = self.slurm.nodes()  # Slurm first: an address it shows belongs to an instance EC2 already lists
         instances = self.observe()
         actions = []
@@ -91,7 +98,7 @@ class Manager:
             received, handles = events.receive(self.sqs, self.queue_url)
             actions.extend(events.event_actions(received, nodes, instances))
         at = now()
-        actions.extend(reconcile(nodes, instances, at, self.settings))
+        actions.extend(reconcile(nodes, instances, at, settings))
         self._log_ignored(actions)
         outcome = apply(actions, self.ec2, self.slurm, self.dry_run)
         if handles and not self.dry_run and not outcome.failures:  # on failure they come back after the timeout
@@ -170,6 +177,8 @@ def build(manifest: Manifest, args: argparse.Namespace) -> Manager:
 
     from slurm_plugin.powersave.ec2 import RETRY_CONFIG, Ec2
 
+    ssm = boto3.client("ssm", region_name=manifest.home_region, endpoint_url=manifest.aws_endpoint_url,
+                       config=RETRY_CONFIG)  # fmt: skip
     sqs = None
     if args.events_queue_url:
         sqs = boto3.client("sqs", region_name=manifest.home_region, endpoint_url=manifest.aws_endpoint_url,
@@ -182,6 +191,7 @@ def build(manifest: Manifest, args: argparse.Namespace) -> Manager:
         host=args.host,
         sqs=sqs,
         queue_url=args.events_queue_url,
+        ssm=ssm,
         dry_run=args.dry_run,
     )
 

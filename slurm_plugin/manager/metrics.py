@@ -28,6 +28,7 @@ COUNTERS = (
     "rebalance_recommendations",
     "health_check_failures",
     "ec2_impaired",
+    "fleet_stopped_nodes",
     "ec2_scheduled_events",
     "action_failures",
     "cycles",

@@ -128,6 +128,7 @@ class Settings:
     capacity_cooldown: timedelta = timedelta(seconds=600)
     impaired_threshold: timedelta = timedelta(seconds=300)
     drain_mode: Literal["finish", "requeue"] = "finish"
+    fleet_stopped: bool = False  # `elastic-slurm fleet stop`: power idle nodes down, start none (manager/fleet.py)
 
 
 class Kind(StrEnum):

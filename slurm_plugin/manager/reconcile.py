@@ -12,12 +12,13 @@ A node is linked to its instance by NodeAddr = the instance's private IP (set by
 | powering up                                      | none yet / live                 | nothing (resume in flight)         |
 | powered down, DOWN/DRAIN `(Code:...)`            | -                               | resume once the cool-down expired  |
 | powered down, DOWN/DRAIN by us / ResumeTimeout   | -                               | resume (back to idle~)             |
-| powered down, always-on (not cooling down)       | -                               | power up                           |
+| powered down, always-on (not cooling down)       | -                               | power up (not while fleet stopped) |
 | up (idle/alloc/mixed/down)                       | gone / shutting-down / stopped  | power down, reason, job requeued   |
 | up, DOWN + not responding                        | live                            | power down (instance replaced)     |
 | up, DOWN by us or for capacity                   | live                            | power down, reason kept            |
 | up, drained by `(Health:`/`(EC2:`/... and idle   | any                             | power down (replaced on demand)    |
 | up, draining by those, drain_mode=requeue        | any                             | power down now                     |
+| up, idle, fleet stopped                          | live                            | power down `(Manager:FleetStopped)`|
 | up                                               | status impaired > threshold     | drain `(EC2:Impaired)`             |
 | up                                               | active scheduled event          | drain `(EC2:Scheduled)`            |
 | -                                                | of another cluster / unknown pool | ignore (logged)                  |
@@ -52,6 +53,7 @@ REASON_GONE = f"{MANAGER_PREFIX}InstanceGone) instance terminated or lost"
 REASON_RESUME_TIMEOUT = f"{MANAGER_PREFIX}ResumeTimeout) instance did not register in time"
 REASON_NOT_RESPONDING = f"{MANAGER_PREFIX}NotResponding) slurmd not responding"
 REASON_IMPAIRED = f"{EC2_PREFIX}Impaired) EC2 status check impaired"
+REASON_FLEET_STOPPED = f"{MANAGER_PREFIX}FleetStopped) fleet stopped by the operator"
 
 
 def always_on(node: str, pool: PoolManifest) -> bool:
@@ -124,7 +126,7 @@ def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) ->
             why = f"powered down after a failure ({node.reason or 'no reason'}): back to service"
             return [Action(Kind.RESUME, node.name, why)]
         return []  # DOWN/DRAIN by an administrator: theirs to undo
-    if always_on(node.name, pool):
+    if always_on(node.name, pool) and not s.fleet_stopped:
         since = node.reason_time if node.reason.startswith(CAPACITY_PREFIX) else None
         if since is not None and now - since < s.capacity_cooldown:
             return []  # its last launch hit a capacity error: retry when the cool-down is over
@@ -159,6 +161,9 @@ def _powered_up(node: Node, inst: Instance | None, now: datetime, s: Settings) -
         return []
     if node.drain:
         return []
+    if s.fleet_stopped and not node.busy:
+        why = f"fleet stopped: idle node on {inst.instance_id} powered down"
+        return [_power_down(node, REASON_FLEET_STOPPED, why, "fleet_stopped_nodes")]
     if inst.impaired_since is not None and now - inst.impaired_since > s.impaired_threshold:
         why = f"instance {inst.instance_id} status impaired since {inst.impaired_since.isoformat()}"
         return [Action(Kind.DRAIN, node.name, why, reason=REASON_IMPAIRED, counter="ec2_impaired")]

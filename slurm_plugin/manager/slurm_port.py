@@ -35,6 +35,12 @@ class ManagerSlurm(Protocol):
     def power_up(self, nodes: Sequence[str]) -> None:
         """state=POWER_UP: start their instances now."""
 
+    def partitions(self) -> dict[str, str]:
+        """Partition name -> state (UP, DOWN, DRAIN, INACTIVE)."""
+
+    def set_partitions(self, names: Sequence[str], state: str) -> None:
+        """state=STATE for each partition."""
+
 
 class ScontrolManager(Scontrol):
     """The real ManagerSlurm: scontrol, JSON output when this Slurm has it (23.02+), else --oneliner (22.05)."""
@@ -63,3 +69,15 @@ class ScontrolManager(Scontrol):
 
     def power_up(self, nodes: Sequence[str]) -> None:
         self._update(nodes, "state=POWER_UP")
+
+    def partitions(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for line in self._run(["--oneliner", "show", "partitions"]).splitlines():
+            words = dict(word.split("=", 1) for word in line.split() if "=" in word)
+            if "PartitionName" in words:
+                found[words["PartitionName"]] = words.get("State", "")
+        return found
+
+    def set_partitions(self, names: Sequence[str], state: str) -> None:
+        for name in names:
+            self._run(["update", f"partitionname={name}", f"state={state}"])

@@ -28,6 +28,7 @@ from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, load_manifest
+from slurm_plugin.naming import fleet_parameter
 from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e
@@ -312,4 +313,29 @@ def test_gpu_failure_drains_the_node_and_the_manager_replaces_it(mgr: Mgr) -> No
     job = mgr.cloud.sbatch("-w", ALWAYS_ON, wrap="echo ran-on=$SLURMD_NODENAME")
     records = mgr.wait_jobs([job])
     assert f"ran-on={ALWAYS_ON}" in (mgr.cloud.layout.jobs / f"{job}.out").read_text()
+    nothing_lost(mgr, [job], records)
+
+
+def test_fleet_stop_powers_every_node_down_keeps_jobs_queued_and_start_runs_them(mgr: Mgr) -> None:
+    """`elastic-slurm fleet stop|start` writes the fleet parameter; the manager applies it (manager/fleet.py)."""
+    cloud = mgr.cloud
+    ssm = cloud.aws().client("ssm", "us-east-1")
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
+    ssm.put_parameter(Name=fleet_parameter("mgr"), Value="STOPPED", Type="String", Overwrite=True)
+    try:
+        mgr.cycle()
+        assert "State=DOWN" in cloud.slurm("scontrol", "show", "partition", "cpu", "--oneliner").split()
+        job = cloud.sbatch(wrap="echo ran-after-start")  # accepted: a DOWN partition queues jobs
+        mgr.wait(lambda: not cloud.instances(LIVE), 150, "every instance terminated, the always-on one too")
+        mgr.wait(lambda: all(s.endswith("~") for s in cloud.nodes().values()), 60, "every node powered down")
+        for _ in range(2):  # a stopped fleet powers nothing up, always-on nodes included
+            mgr.cycle()
+        assert not cloud.instances(LIVE)
+        assert cloud.slurm("squeue", "-h", "-j", job, "-o", "%T %r").split() == ["PENDING", "PartitionDown"]
+    finally:
+        ssm.put_parameter(Name=fleet_parameter("mgr"), Value="RUNNING", Type="String", Overwrite=True)
+    mgr.cycle()
+    assert "State=UP" in cloud.slurm("scontrol", "show", "partition", "cpu", "--oneliner").split()
+    records = mgr.wait_jobs([job], 240)
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 120, f"{ALWAYS_ON} powered up again")
     nothing_lost(mgr, [job], records)
