@@ -390,7 +390,8 @@ class LocalCloud(CloudOps):
             layout.pid_file(name).symlink_to(layout.run / "units" / f"{unit}.pid")
         LOG.info("booting controller %s from its user data (Slurm %s)", hosts[0].hostname, info.slurm_version)
         try:
-            marker = {daemons.CLOUD_MARKER: str(layout.root)}
+            # the instance id IMDS would give the user data (elastic-slurm-wait-predecessor looks itself up by it)
+            marker = {daemons.CLOUD_MARKER: str(layout.root), "ELASTIC_SLURM_INSTANCE_ID": hosts[0].instance_id}
             signal_url = controller_boot.wait_condition_url(aws.url)
             controller_boot.boot(layout, view, values, marker, signal_url)
             if shared is None and accounting:

@@ -46,6 +46,7 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-controller-hosts",
     "assets/bootstrap/elastic-slurm-imds-guard",
     "assets/bootstrap/elastic-slurm-custom-actions",
+    "assets/bootstrap/elastic-slurm-wait-predecessor",
     "assets/health/elastic-slurm-healthcheck",
     "assets/health/elastic-slurm-longcheck-submit",
     "assets/slurm/prolog-wait-for-boot.sh",
