@@ -19,6 +19,7 @@ package. The helpers below are shared with `elastic-slurm cluster create|update|
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import shutil
@@ -90,8 +91,23 @@ def cdk_workdir() -> Path:
     return PROJECT_DIR
 
 
+# The CDK app's libraries: the `cdk` extra (pyproject.toml), not installed on cluster nodes.
+CDK_APP_MODULES = ("aws_cdk", "constructs", "cdk_nag")
+
+
+def require_cdk_app() -> None:
+    """One line (UserError) when this installation lacks the CDK app's libraries."""
+    missing = [name for name in CDK_APP_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(
+            f"the CDK app needs {', '.join(missing)}: install elastic-slurm with its cdk extra "
+            "(pip install 'elastic-slurm[cdk]', or `pip install '.[cdk]'` from a checkout)"
+        )
+
+
 def cdk_command(*args: str) -> list[str]:
     """A CDK CLI command line running this installation's app, e.g. `cdk_command("deploy", "--all", "-c", ...)`."""
+    require_cdk_app()
     return [*cdk_cli(), *args, "--app", cdk_app_command()]
 
 

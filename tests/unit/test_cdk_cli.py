@@ -107,3 +107,28 @@ def test_repo_cdk_json_is_the_app_s_context() -> None:
     cdk_json = json.loads((project.PROJECT_DIR / "cdk.json").read_text(encoding="utf-8"))
     assert project.cdk_context() == cdk_json["context"]
     assert cdk_json["context"]["cli-telemetry"] is False
+
+
+def test_the_cdk_extra_pins_what_the_checkout_installs() -> None:
+    import tomllib
+
+    from elastic_slurm.commands.synth_cmd import REPO_ROOT
+
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    tools = (REPO_ROOT / "requirements-tools.txt").read_text(encoding="utf-8").splitlines()
+    pinned = {line.split(">")[0]: line for line in tools if line.startswith(("aws-cdk-lib", "constructs", "cdk-nag"))}
+    assert sorted(extra["cdk"]) == sorted(pinned.values())
+
+
+def test_without_the_cdk_extra_synth_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from elastic_slurm.commands import synth_cmd
+    from elastic_slurm.errors import UserError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "aws_cdk" else real(name, *a))
+    with pytest.raises(UserError, match=r"^the CDK app needs aws_cdk: install elastic-slurm with its cdk extra"):
+        synth_cmd.cdk_command("synth")
