@@ -49,7 +49,7 @@ def _bigger(data: dict[str, Any]) -> None:
 
 
 def _new_cidr(data: dict[str, Any]) -> None:
-    data["clusters"][0]["network"]["vpc_cidr"] = "10.30.0.0/16"
+    data["clusters"][0]["network"]["vpc_cidr"] = "100.65.0.0/16"
 
 
 def test_deploy_and_destroy_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +102,8 @@ def test_update_refuses_not_allowed_before_deploying(
     new = _edited(tmp_path, "new.yaml", both)
     assert cli.main(["cluster", "update", str(new), "--against", str(MINIMAL)]) == 2
     captured = capsys.readouterr()
-    assert "clusters[0].network.vpc_cidr: 10.20.0.0/16 -> 10.30.0.0/16  (not allowed)" in captured.out
+    old = yaml.safe_load(MINIMAL.read_text())["clusters"][0]["network"]["vpc_cidr"]
+    assert f"clusters[0].network.vpc_cidr: {old} -> 100.65.0.0/16  (not allowed)" in captured.out
     assert "worst: not allowed" in captured.out
     (line,) = captured.err.splitlines()
     assert line.startswith("elastic-slurm cluster: clusters[0].network.vpc_cidr: not allowed: create-only")

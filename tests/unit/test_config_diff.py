@@ -91,7 +91,7 @@ def test_reordering_clusters_moves_the_default_accounting_host() -> None:
     two = copy.deepcopy(MINIMAL)
     second = copy.deepcopy(two["clusters"][0])
     second["name"] = "second"
-    second["network"]["vpc_cidr"] = "10.21.0.0/16"
+    second["network"]["vpc_cidr"] = "100.66.0.0/16"
     two["clusters"].append(second)
     assert _texts(lambda data: data["clusters"].reverse(), two) == [
         "accounting.host_cluster: minimal -> second  (not allowed)"
@@ -128,8 +128,8 @@ def test_switching_the_network_mode_is_one_not_allowed_change() -> None:
             "mode": "import",
             "vpc_id": "vpc-0123456789abcdef0",
             "subnets": [
-                {"subnet_id": "subnet-0123456789abcdef0", "availability_zone": "us-east-1a", "cidr": "10.20.0.0/20"},
-                {"subnet_id": "subnet-0123456789abcdef1", "availability_zone": "us-east-1b", "cidr": "10.20.16.0/20"},
+                {"subnet_id": "subnet-0123456789abcdef0", "availability_zone": "us-east-1a", "cidr": "100.64.0.0/20"},
+                {"subnet_id": "subnet-0123456789abcdef1", "availability_zone": "us-east-1b", "cidr": "100.64.16.0/20"},
             ],
         }
 

@@ -141,7 +141,7 @@ def test_bad_answers_are_asked_again_with_the_reason(
         "controller_instance_type": ["c7i.lrage", "c7i.large"],
         "pool1_instance_types": ["c7i.large,c7i.lrage", "c7g.large,m7i.large", "c7g.large"],
         "pool1_max_nodes": ["lots", "0", "9000", "20"],
-        "ssh_cidrs": ["0.0.0.0/0", "10.1.2.3/8", "10.0.0.0/8"],
+        "ssh_cidrs": ["0.0.0.0/0", "100.64.1.2/10", "100.64.0.0/10"],
     }
     assert configure(monkeypatch, script(answers)) == 0
     out, err = capsys.readouterr()
@@ -154,7 +154,7 @@ def test_bad_answers_are_asked_again_with_the_reason(
         "  pool1_max_nodes: 0 is not between 1 and 10000",
         "  pool1_max_nodes: 9000 nodes do not fit the 8182 free addresses of the compute subnets",
         "  ssh_cidrs: '0.0.0.0/0' opens SSH to the whole internet; list your own address ranges",
-        "  ssh_cidrs: '10.1.2.3/8' is not a CIDR: 10.1.2.3/8 has host bits set",
+        "  ssh_cidrs: '100.64.1.2/10' is not a CIDR: 100.64.1.2/10 has host bits set",
     ]
     assert out.count("Region [us-east-1]: ") == 2
     assert out.count("Controller instance type [c7i.large]: ") == 2
@@ -165,7 +165,7 @@ def test_bad_answers_are_asked_again_with_the_reason(
     assert cluster.controller.instance_type == "c7i.large"
     assert cluster.partitions[0].pools[0].instance_types == ["c7g.large"]
     assert cluster.partitions[0].pools[0].max_nodes == 20
-    assert cluster.ssh_allowed_cidrs == ["10.0.0.0/8"]
+    assert cluster.ssh_allowed_cidrs == ["100.64.0.0/10"]
 
 
 def test_input_ending_early_exits_2_with_one_line_and_writes_nothing(

@@ -152,7 +152,7 @@ def test_a_cluster_wide_default_memory_leaves_the_partitions_without_their_own()
 
 def test_a_federation_member_leaves_partition_limits_to_the_sibling_that_runs_the_job() -> None:
     second = {**copy.deepcopy(CLUSTER), "name": "other"}
-    second["network"] = {"mode": "create", "vpc_cidr": "10.1.0.0/16", "availability_zones": ["us-east-1a"]}
+    second["network"] = {"mode": "create", "vpc_cidr": "100.65.0.0/16", "availability_zones": ["us-east-1a"]}
     data = {
         "clusters": [cluster_with(), second],
         "accounting": {"mode": "create"},
