@@ -23,6 +23,7 @@ from typing import Any
 
 from cluster_config.model import CLUSTER_NAME_PATTERN, REGION_PATTERN
 from elastic_slurm.errors import UserError
+from elastic_slurm.lifecycle.aws import client
 from slurm_plugin.naming import TAG_CLUSTER, TAG_ROLE
 
 RUNNING = ("running",)
@@ -65,12 +66,8 @@ def aws_failure(exc: Exception) -> UserError:
 
 
 def ec2_client(region: str, endpoint_url: str | None) -> Any:
-    """A boto3 EC2 client; without `endpoint_url` boto3 still honours $AWS_ENDPOINT_URL (the local cloud's)."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60)
-    return boto3.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
+    """A boto3 EC2 client (lifecycle.aws.client); without `endpoint_url` boto3 still honours $AWS_ENDPOINT_URL."""
+    return client("ec2", region, endpoint_url)
 
 
 def node_filter(node: str) -> dict[str, Any]:

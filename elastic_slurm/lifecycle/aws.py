@@ -15,13 +15,15 @@ from cluster_config.model import REGION_PATTERN
 from elastic_slurm.errors import UserError
 
 
-def client(service: str, region: str) -> Any:
-    """A boto3 client of `service` in `region` (standard retries: the calls here are few and read-only)."""
+def client(service: str, region: str, endpoint_url: str | None = None) -> Any:
+    """A boto3 client of `service` in `region` (standard retries: the calls here are few); without `endpoint_url`
+    boto3 still honours $AWS_ENDPOINT_URL."""
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
-    return boto3.session.Session().client(service, region_name=region, config=config)  # type: ignore[call-overload]
+    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60)
+    session = boto3.session.Session()
+    return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)  # type: ignore[call-overload]
 
 
 def error_code(exc: Exception) -> str:
