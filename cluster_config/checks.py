@@ -133,6 +133,11 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     for index in _repeats(part_names):
         yield ConfigError(f"{path}.partitions[{index}].name", f"duplicate partition name '{part_names[index]}'")
     yield from _check_sharing(cluster, path)
+    login_names = [p.name for p in cluster.login_nodes]
+    for index in _repeats(login_names):
+        yield ConfigError(f"{path}.login_nodes[{index}].name", f"duplicate login pool name '{login_names[index]}'")
+    for index, login in enumerate(cluster.login_nodes):
+        yield from _check_actions_size(login.custom_actions, f"{path}.login_nodes[{index}].custom_actions")
     capacities = subnet_capacities(cluster)
     total_max = 0
     pool_overflows = False

@@ -76,6 +76,9 @@ def _aws_names(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
         regions = [(f"{path}.region", cluster.region)]
         regions += [(f"{path}.remote_regions[{ri}].region", r.region) for ri, r in enumerate(cluster.remote_regions)]
         types = [(f"{path}.controller.instance_type", cluster.controller.instance_type)]
+        types += [
+            (f"{path}.login_nodes[{li}].instance_type", p.instance_type) for li, p in enumerate(cluster.login_nodes)
+        ]
         for pi, partition in enumerate(cluster.partitions):
             for qi, pool in enumerate(partition.pools):
                 where = f"{path}.partitions[{pi}].pools[{qi}].instance_types"

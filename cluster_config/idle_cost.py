@@ -1,7 +1,7 @@
 """Estimated idle monthly cost of a config: what a deployed cluster costs with no job running (pure).
 
-EC2 hours (controllers, `min_nodes` always-on nodes) come from a price lookup the caller builds from the instance
-cache (`elastic-slurm instance-cache refresh`); everything else from the public us-east-1 list prices below
+EC2 hours (controllers, `min_nodes` always-on nodes, login nodes) come from a price lookup the caller builds from the
+instance cache (`elastic-slurm instance-cache refresh`); everything else from the public us-east-1 list prices below
 (approximate elsewhere). Usage-priced items (EFS bytes, S3, data transfer, logs) are left out: they are near zero on
 an idle cluster. docs/deploy.md explains each line.
 """
@@ -91,6 +91,11 @@ def _cluster(cluster: Cluster, on_demand: PriceLookup, estimate: CostEstimate) -
                 _hourly(estimate, label, pool.min_nodes, on_demand(cluster.region, itype))
                 volume = COMPUTE_ROOT_GIB[pool.gpu is not None] * GP3_GIB_MONTH
                 items.append((f"{label}: root volumes", pool.min_nodes * volume))
+    for login in cluster.login_nodes:
+        label = f"{name}: {login.count} login node(s) {login.name} {login.instance_type}"
+        _hourly(estimate, label, login.count, on_demand(cluster.region, login.instance_type))
+        if login.count:
+            items.append((f"{label}: root volumes", login.count * COMPUTE_ROOT_GIB[False] * GP3_GIB_MONTH))
     networks = [cluster.network, *(r.network for r in cluster.remote_regions)]
     for network in networks:
         if isinstance(network, NewNetwork):

@@ -3,7 +3,8 @@
 Every field carries a description: it becomes the JSON Schema (`elastic-slurm schema`) and docs/configuration.md.
 Single-field rules (patterns, ranges) live here and in the sections it imports (`model_base`: patterns and the strict
 base class; `model_infra`: network and storage; `model_site`: site customizations — custom actions, capacity
-reservations, extra IAM policies); rules that span fields live in `cluster_config.checks`.
+reservations, extra IAM policies; `model_accounting`: slurmdbd and its database); rules that span fields live in
+`cluster_config.checks`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from cluster_config import aws_catalog, slurm_release, slurm_syntax
+from cluster_config import model_site, slurm_release, slurm_syntax
+from cluster_config.model_access import LoginPool
+from cluster_config.model_accounting import Accounting
 from cluster_config.model_base import (
     AZ_PATTERN,
     CLUSTER_NAME_PATTERN,
@@ -43,6 +46,8 @@ from cluster_config.model_site import CapacityReservation, CustomAction, CustomA
 from cluster_config.slurm_settings import (
     CGROUP_OWNED,
     CLUSTER_OWNED,
+    GRES_OWNED,
+    GRES_POOL_OWNED,
     PARTITION_OWNED,
     POOL_OWNED,
     SlurmSettings,
@@ -59,6 +64,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
     "NAME_PATTERN",
     "REGION_PATTERN",
     "SECURITY_GROUP_PATTERN",
+    "Accounting",
     "CapacityReservation",
     "CustomAction",
     "CustomActions",
@@ -70,6 +76,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
     "FsxOntapStorage",
     "FsxOpenZfsStorage",
     "IamPolicies",
+    "LoginPool",
     "Network",
     "NewNetwork",
     "PurchaseOption",
@@ -79,33 +86,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
 ]
 
 
-# ---------------------------------------------------------------- accounting, images, controller
-class Accounting(StrictModel):
-    """Slurm accounting (slurmdbd). Shared by every cluster of the file."""
-
-    mode: Literal["none", "create", "existing"] = Field(
-        default="none", description="`create` an RDS database, use an `existing` endpoint, or `none` (no slurmdbd)."
-    )
-    engine: Literal["aurora_serverless_v2", "mariadb_instance"] = Field(
-        default="aurora_serverless_v2", description="With `create`: Aurora MySQL Serverless v2 or a single RDS MariaDB."
-    )
-    instance_class: Annotated[str, AfterValidator(aws_catalog.rds_instance_class)] = Field(
-        default="t4g.medium",
-        pattern=DB_INSTANCE_CLASS_PATTERN,
-        description="With `mariadb_instance`: the RDS instance class, e.g. t4g.medium (a leading `db.` is dropped).",
-    )
-    deletion_protection: bool = Field(default=True, description="Protect the database from deletion.")
-    host_cluster: str | None = Field(
-        default=None, description="Cluster whose controller runs slurmdbd; default: the first cluster."
-    )
-    endpoint: str | None = Field(
-        default=None, pattern=HOST_PORT_PATTERN, description="With `existing`: host:port of the database."
-    )
-    secret_arn: str | None = Field(
-        default=None, description="With `existing`: Secrets Manager secret with the credentials."
-    )
-
-
+# ---------------------------------------------------------------- images, controller (accounting: model_accounting)
 class SlurmSource(StrictModel):
     """Where an image gets the Slurm source when it builds a release other than the pinned one."""
 
@@ -218,6 +199,16 @@ class Pool(StrictModel):
         description="Extra NodeName-line settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
         "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. MemSpecLimit: 1024",
     )
+    gres_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(GRES_POOL_OWNED))] = Field(
+        default_factory=dict,
+        description="Extra settings of this GPU pool's gres.conf line (`Key: value`), merged like slurm_settings "
+        "(docs/custom-settings.md); render fails for a pool without GPUs. E.g. Flags: nvidia_gpu_env",
+    )
+    disable_hyperthreading: bool = Field(
+        default=False,
+        description="One thread per physical core: each node takes its sibling threads offline before slurmd starts, "
+        "and Slurm gets the pool's smallest core count as CPUs (docs/hyperthreading.md).",
+    )
 
 
 class Partition(StrictModel):
@@ -295,12 +286,18 @@ class Cluster(StrictModel):
     images: Images = Field(default_factory=Images, description="AMI build settings.")
     controller: Controller = Field(default_factory=Controller, description="Controller settings.")
     partitions: list[Partition] = Field(min_length=1, description="Slurm partitions.")
+    login_nodes: list[LoginPool] = Field(
+        default_factory=list, description="Login node pools (users log in and submit there; docs/login-nodes.md)."
+    )
     preemption: Preemption = Field(default_factory=Preemption, description="Preemption policy.")
     health_checks: HealthChecks = Field(default_factory=HealthChecks, description="Health checks.")
     slurm: SlurmTimers = Field(default_factory=SlurmTimers, description="Power-save timers.")
-    ssh_allowed_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to SSH to the controller.")
+    ssh_allowed_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to SSH to the controllers and login nodes."
+    )
     iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource of this cluster.")
+    nss_slurm: bool = Field(default=False, description=model_site.NSS_SLURM_DESCRIPTION)
     slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(CLUSTER_OWNED))] = Field(
         default_factory=dict,
         description="Extra slurm.conf settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
@@ -310,6 +307,11 @@ class Cluster(StrictModel):
         default_factory=dict,
         description="Extra cgroup.conf settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
         "takes this value, keys it owns are refused (docs/custom-settings.md). E.g. AllowedRAMSpace: 98",
+    )
+    gres_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(GRES_OWNED))] = Field(
+        default_factory=dict,
+        description="Global gres.conf lines (`Key: value`), written before the GPU pools' lines; keys of a GPU's line are "
+        "refused (set them in pools[].gres_settings; docs/custom-settings.md). E.g. AutoDetect: nvml",
     )
 
     @field_validator("ssh_allowed_cidrs")

@@ -1,4 +1,5 @@
-"""The config model's site customizations: custom boot actions, capacity reservations, extra managed IAM policies."""
+"""The config model's site customizations: custom boot actions, capacity reservations, extra managed IAM policies, how
+jobs resolve their users (nss_slurm)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,13 @@ class CustomActions(StrictModel):
         return base64.b64encode(json.dumps(self.model_dump(), sort_keys=True).encode()).decode()
 
 
+NSS_SLURM_DESCRIPTION = (
+    "Users resolve inside jobs from what slurmd knows of the job's user, without a local account or directory lookup "
+    "on the compute node: Slurm's nss_slurm (LaunchParameters=enable_nss_slurm; each compute node puts `slurm` first "
+    "for passwd and group in its nsswitch.conf at boot). Only the job's own user and groups resolve this way "
+    "(docs/users.md)."
+)
+
 # EC2 takes at most 16 KB of user data; the boot script itself takes about 10 KB (controller) and 6.5 KB (compute)
 MAX_ENCODED_ACTIONS = 4096
 
@@ -70,4 +78,7 @@ class IamPolicies(StrictModel):
     )
     compute: list[Annotated[str, Field(pattern=MANAGED_POLICY_PATTERN)]] = Field(
         default_factory=list, description="Managed policy ARNs for the compute nodes' role (every region)."
+    )
+    login: list[Annotated[str, Field(pattern=MANAGED_POLICY_PATTERN)]] = Field(
+        default_factory=list, description="Managed policy ARNs for the login nodes' role."
     )

@@ -1,8 +1,11 @@
-"""Custom Slurm settings: what users may add to slurm.conf and cgroup.conf, and the keys the product owns.
+"""Custom Slurm settings: what users may add to slurm.conf, cgroup.conf, gres.conf and slurmdbd.conf, and the keys the
+product owns.
 
 `clusters[].slurm_settings` (slurm.conf), `clusters[].cgroup_settings` (cgroup.conf),
-`clusters[].partitions[].slurm_settings` (that partition's PartitionName line) and
-`clusters[].partitions[].pools[].slurm_settings` (the pool's NodeName line) are merged into what `elastic-slurm render`
+`clusters[].partitions[].slurm_settings` (that partition's PartitionName line),
+`clusters[].partitions[].pools[].slurm_settings` (the pool's NodeName line), `clusters[].gres_settings` (gres.conf's
+global lines), `clusters[].partitions[].pools[].gres_settings` (the pool's gres.conf line) and
+`accounting.slurmdbd_settings` (slurmdbd.conf, by `elastic-slurm render-slurmdbd`) are merged into what elastic-slurm
 writes: a key the product also writes replaces the product's value, any other key is added. Keys the product owns
 (below, each with where to set it instead) are refused by `validate` with a one-line error naming the key — as
 ParallelCluster's and AWS PCS's custom settings refuse theirs. Slurm reads keys case-insensitively, so do we.
@@ -99,6 +102,48 @@ POOL_OWNED = {
     "State": "nodes are CLOUD nodes powered up and down by the plugin",
 }
 CGROUP_OWNED = {"CgroupPlugin": "the images pick the cgroup plugin (autodetect)"}
+_SECRET = "it comes from the accounting database's secret"
+# slurmdbd.conf (render/dbd.py writes every one of these but DbdAddr and the backups)
+DBD_OWNED = {
+    "AuthType": "munge is set up by the images",
+    "DbdHost": "slurmdbd runs on the primary controller of accounting.host_cluster, set at its boot",
+    "DbdAddr": "the controllers reach slurmdbd at DbdHost (slurm.conf's AccountingStorageHost)",
+    "DbdBackupHost": "one slurmdbd, on the primary controller of accounting.host_cluster",
+    "DbdPort": "the node security group opens Slurm's ports",
+    "SlurmUser": "the images run slurmdbd as the `slurm` user",
+    "LogFile": "the log shipping expects it",
+    "PidFile": "the systemd unit expects it",
+    "StorageType": "the accounting database is MySQL-compatible (RDS or Aurora)",
+    "StorageHost": _SECRET,
+    "StorageBackupHost": "the accounting database has one endpoint, in its secret",
+    "StoragePort": _SECRET,
+    "StorageUser": _SECRET,
+    "StoragePass": _SECRET,
+    "StorageLoc": "every cluster of the file keeps its records in slurm_acct_db",
+}
+_GPU_LINE = "a GPU line's key: set pools[].gres_settings"
+_FROM_TYPE = "it comes from the instance type"
+# gres.conf, global lines: what is left is AutoDetect (a line of its own; gres.conf(5))
+GRES_OWNED = {
+    "NodeName": "each GPU pool writes its nodes' line",
+    "Name": "each GPU pool writes its nodes' line",
+    "Type": "each GPU pool writes its nodes' line",
+    "File": "each GPU pool writes its nodes' line",
+    "MultipleFiles": "each GPU pool writes its nodes' line",
+    "Count": _FROM_TYPE,
+    "Cores": _GPU_LINE,
+    "Links": _GPU_LINE,
+    "Flags": _GPU_LINE,
+}
+# gres.conf, a GPU pool's line
+GRES_POOL_OWNED = {
+    "NodeName": "the line is the pool's nodes",
+    "Name": "GPUs are the `gpu` GRES (slurm.conf's GresTypes)",
+    "Type": "slurm.conf's Gres=gpu:N has no type, and gres.conf must agree with it",
+    "File": "the NVIDIA device files follow the instance type's GPU count",
+    "MultipleFiles": "the NVIDIA device files follow the instance type's GPU count",
+    "Count": _FROM_TYPE,
+}
 
 # Keys rendered on a partition line that share one meaning: a user's DefMemPerNode replaces the product's DefMemPerCPU.
 EXCLUSIVE = [frozenset({"defmempercpu", "defmempernode", "defmempergpu"})]

@@ -34,8 +34,9 @@ class Policy(IntEnum):
     NONE = 0
     RECONFIGURE = 1
     DRAIN_AND_REPLACE = 2
-    REPLACE_CONTROLLERS = 3
-    NOT_ALLOWED = 4
+    REPLACE_LOGIN_NODES = 3
+    REPLACE_CONTROLLERS = 4
+    NOT_ALLOWED = 5
 
     @property
     def label(self) -> str:
@@ -52,6 +53,7 @@ LABELS = {
     Policy.NONE: "none",
     Policy.RECONFIGURE: "reconfigure",
     Policy.DRAIN_AND_REPLACE: "drain-and-replace a pool",
+    Policy.REPLACE_LOGIN_NODES: "replace login nodes",
     Policy.REPLACE_CONTROLLERS: "replace controllers",
     Policy.NOT_ALLOWED: "not allowed",
 }
@@ -61,6 +63,8 @@ MEANINGS = {
     "(render, `scontrol reconfigure`, accounting objects, cluster manager restart); running jobs keep running.",
     Policy.DRAIN_AND_REPLACE: "nodes booted from now on get it (a new launch template version, or what nodes read at "
     "boot); running nodes keep the old one until they power down: drain them to roll it out now.",
+    Policy.REPLACE_LOGIN_NODES: "the login pool's Auto Scaling group replaces its login nodes one at a time: shells and "
+    "processes on them end (tell users first); jobs submitted from them keep running.",
     Policy.REPLACE_CONTROLLERS: "CloudFormation replaces or adds controller instances; slurmctld restarts from the "
     "state on the shared file system, running jobs survive: plan a quiet moment.",
     Policy.NOT_ALLOWED: "cannot be changed in place (a network, file system, database or whole stack would be "
@@ -86,8 +90,9 @@ _ACTIONS = "{on_node_start[],on_node_start[].script,on_node_start[].args[],on_no
 _ACTIONS += "on_node_configured[].script,on_node_configured[].args[]}"
 _FSX = f"{_C}.storage.{{fsx_lustre,fsx_ontap,fsx_openzfs}}"
 _NONE, _RECONF, _DRAIN = Policy.NONE, Policy.RECONFIGURE, Policy.DRAIN_AND_REPLACE
-_CONTROLLERS, _NO = Policy.REPLACE_CONTROLLERS, Policy.NOT_ALLOWED
+_LOGIN, _CONTROLLERS, _NO = Policy.REPLACE_LOGIN_NODES, Policy.REPLACE_CONTROLLERS, Policy.NOT_ALLOWED
 _TAGS = "tags change in place, launch templates carry none (a pool's placement group is re-created: its own line)"
+_GRES = "rendered into gres.conf, which slurmctld sends every slurmd at `scontrol reconfigure` (configless)"
 
 RULES: tuple[Rule, ...] = (
     # ---- a cluster as a whole: its name, region and account are in every stack and resource
@@ -178,7 +183,33 @@ RULES: tuple[Rule, ...] = (
         _CONTROLLERS,
         "on the controllers' launch template: a new version replaces them",
     ),
-    Rule(f"{_C}.iam_policies.{{controller[],compute[]}}", _NONE, "managed policies are attached to the roles in place"),
+    Rule(
+        f"{_C}.iam_policies.{{controller[],compute[],login[]}}",
+        _NONE,
+        "managed policies are attached to the roles in place",
+    ),
+    # ---- login nodes: one Auto Scaling group per login pool (stacks/login_nodes.py)
+    Rule(
+        f"{_C}.login_nodes[]",
+        _LOGIN,
+        "added: a new Auto Scaling group launches its login nodes; removed: CloudFormation deletes the group and "
+        "terminates them",
+    ),
+    Rule(
+        f"{_C}.login_nodes[].count",
+        _NONE,
+        "the Auto Scaling group's size changes in place (lowering it terminates login nodes: their shells end)",
+    ),
+    Rule(
+        f"{_C}.login_nodes[].{{name,instance_type,security_groups[]}}",
+        _LOGIN,
+        "in the login pool's launch template (the name: its construct ids): a rolling update replaces the login nodes",
+    ),
+    Rule(
+        f"{_C}.login_nodes[].custom_actions.{_ACTIONS}",
+        _LOGIN,
+        "in the login pool's launch template user data: a rolling update replaces the login nodes",
+    ),
     Rule(f"{_C}.ssh_allowed_cidrs[]", _NONE, "security group rules change in place"),
     Rule(f"{_C}.tags.<key>", _NONE, _TAGS),
     Rule("tags.<key>", _NONE, _TAGS),
@@ -207,6 +238,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(f"{_POOL}.max_nodes", _RECONF, "node names at the reconfigure; when lowering, drain the nodes that go first"),
     Rule(f"{_POOL}.slurm_settings.<key>", _RECONF, "rendered into the pool's NodeName line"),
+    Rule(f"{_POOL}.gres_settings.<key>", _RECONF, _GRES),
+    Rule(
+        f"{_POOL}.disable_hyperthreading",
+        _DRAIN,
+        "the pool's launch template user data (ES_SMT_OFF) and its CPUs in slurm.conf: running nodes keep their "
+        "threads; turning it off while nodes run has them register fewer CPUs than slurm.conf then says, and Slurm "
+        "drains them (drain the pool first)",
+    ),
     Rule(
         f"{_POOL}.instance_types[]",
         _RECONF,
@@ -246,6 +285,13 @@ RULES: tuple[Rule, ...] = (
         "rendered into slurm.conf and the plugin's manifest",
     ),
     Rule(f"{_C}.slurm_settings.<key>", _RECONF, "rendered into slurm.conf"),
+    Rule(f"{_C}.gres_settings.<key>", _RECONF, _GRES),
+    Rule(
+        f"{_C}.nss_slurm",
+        _DRAIN,
+        "slurm.conf's LaunchParameters change at the reconfigure, but a node writes its nsswitch.conf and "
+        "nss_slurm.conf at boot: running nodes keep the old lookup until replaced",
+    ),
     Rule(
         f"{_C}.cgroup_settings.<key>",
         _DRAIN,
@@ -268,6 +314,12 @@ RULES: tuple[Rule, ...] = (
         _NONE,
         "RDS modifies the instance in place (a class "
         "change restarts it for minutes; slurmctld queues accounting records meanwhile)",
+    ),
+    Rule(
+        "accounting.slurmdbd_settings.<key>",
+        _RECONF,
+        "the slurmdbd host's config sync re-renders slurmdbd.conf and restarts slurmdbd when it changed (slurmctld "
+        "queues accounting records meanwhile; a slurmdbd that does not start again gets the previous file back)",
     ),
     Rule(
         "accounting.{endpoint,secret_arn}",

@@ -2,7 +2,7 @@
 
 Everything goes by the tags the stacks and the plugin put on instances (stacks/naming.py): `elastic-slurm:cluster`
 on every instance of the cluster (stack tags, and the plugin's launch tags), `elastic-slurm:role` = `controller` or
-`compute`, and each controller's Name tag `<cluster>-controller-<index>` (stacks/cluster.py; the controller boot finds
+`compute` or `login` (with `elastic-slurm:login-pool`), and each controller's Name tag `<cluster>-controller-<index>` (stacks/cluster.py; the controller boot finds
 its peers the same way, assets/bootstrap/elastic-slurm-controller-hosts).
 
 Compute instances carry no node-name tag: the plugin links a Slurm node to its instance by NodeAddr = the instance's
@@ -24,7 +24,7 @@ from typing import Any
 from cluster_config.model import CLUSTER_NAME_PATTERN, REGION_PATTERN
 from elastic_slurm.errors import UserError
 from elastic_slurm.lifecycle.aws import client
-from slurm_plugin.naming import TAG_CLUSTER, TAG_ROLE
+from slurm_plugin.naming import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_ROLE
 
 RUNNING = ("running",)
 NODE_FORMS = "an instance id (i-...), a private IP (Slurm's NodeAddr), an EC2 host name (ip-10-0-1-23) or a Name tag"
@@ -105,6 +105,14 @@ def controllers(ec2: Any, cluster: str, index: int | None, states: Sequence[str]
     filters = [{"Name": f"tag:{TAG_ROLE}", "Values": ["controller"]}]
     if index is not None:
         filters.append({"Name": "tag:Name", "Values": [f"{cluster}-controller-{index}"]})
+    return describe(ec2, cluster, filters, states)
+
+
+def login_nodes(ec2: Any, cluster: str, pool: str | None, states: Sequence[str] | None) -> list[ClusterInstance]:
+    """The cluster's login nodes (role tag), or those of login pool `pool`; newest first."""
+    filters = [{"Name": f"tag:{TAG_ROLE}", "Values": ["login"]}]
+    if pool is not None:
+        filters.append({"Name": f"tag:{TAG_LOGIN_POOL}", "Values": [pool]})
     return describe(ec2, cluster, filters, states)
 
 

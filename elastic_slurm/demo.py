@@ -25,6 +25,7 @@ from elastic_slurm.commands.config_cmds import summary
 from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.faults import CapacityFault, Faults
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT
+from localcloud.login_nodes import sbatch_on_login, wait_ready
 from localcloud.ops import LIVE, OpsError
 from localcloud.slurm_root import JOB_USER
 
@@ -59,11 +60,12 @@ def validate_examples() -> bool:
 def submit_workload(cloud: LocalCloud) -> dict[str, str]:
     """Submit the sample workload; returns job id → description."""
     jobs: dict[str, str] = {}
+    login = wait_ready(cloud)  # the config's login node: users submit there (docs/login-nodes.md)
     for i in range(1, 4):
-        jid = cloud.sbatch(
-            "-J", f"single{i}", wrap=f"echo single {i} on $(hostname -s) $SLURMD_NODENAME; sleep 4", user=JOB_USER
+        jid = sbatch_on_login(
+            cloud, login, "-J", f"single{i}", wrap=f"echo single {i} on $SLURMD_NODENAME; sleep 4", user=JOB_USER
         )
-        jobs[jid] = f"single-node job {i}"
+        jobs[jid] = f"single-node job {i} (from login node {login.hostname})"
     jid = cloud.sbatch("-J", "mpi4", "-N", "4", wrap="srun -l printenv SLURMD_NODENAME; sleep 3", user=JOB_USER)
     jobs[jid] = "4-node job (all-or-nothing launch)"
     jid = cloud.sbatch("-J", "array20", "--array=1-20", wrap="echo task $SLURM_ARRAY_TASK_ID; sleep 2", user=JOB_USER)
@@ -165,9 +167,13 @@ def _workload(cloud: LocalCloud, suspend_time: int) -> int:
         f"== 3/5 emulated EC2 has no {SHORTAGE.capacity[0].instance_type} capacity in "
         f"{SHORTAGE.capacity[0].availability_zone} (InsufficientInstanceCapacity): watch the plugin fall over"
     )
-    _say("  submitting: 3 single-node jobs, one 4-node job, a 20-task job array")
+    _say("  submitting: 3 single-node jobs from the login node, one 4-node job, a 20-task job array")
     start = time.monotonic()
-    jobs = submit_workload(cloud)
+    try:
+        jobs = submit_workload(cloud)
+    except OpsError as exc:
+        _say(f"demo: could not submit the workload: {exc}")
+        return 1
     progress = Progress(cloud, start)
     failures: list[str] = []
     try:

@@ -40,6 +40,7 @@ EXAMPLES = (
     "clusters[].partitions[].pools[].gpu",
     "clusters[].storage.extra_mounts[]",
     "clusters[].cgroup_settings.<key>",
+    "clusters[].login_nodes[].instance_type",
     "clusters[].controller.instance_type",
     "clusters[].controller.count",
     "accounting.endpoint",

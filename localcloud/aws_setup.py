@@ -53,7 +53,7 @@ def _tag_spec(resource: str, cluster: Cluster, name: str) -> list[dict[str, Any]
     return spec
 
 
-def _image(ec2: Any, cluster: Cluster) -> str:
+def compute_image(ec2: Any, cluster: Cluster) -> str:
     """Register a stand-in compute AMI (the image the Image Builder pipeline would bake)."""
     name = f"elastic-slurm-{cluster.name}-compute-local"
     found = ec2.describe_images(Filters=[{"Name": "name", "Values": [name]}], Owners=["self"])["Images"]
@@ -86,7 +86,7 @@ def create_infra(cluster: Cluster, client: Ec2ClientFactory, endpoint_url: str) 
                 TagSpecifications=_tag_spec("subnet", cluster, f"{cluster.name}-compute-{az}"),
             )
             subnets[az] = subnet["Subnet"]["SubnetId"]
-        image_id = _image(ec2, cluster)
+        image_id = compute_image(ec2, cluster)
         for partition in cluster.partitions:
             for pool in partition.pools:
                 key = f"{partition.name}-{pool.name}"

@@ -21,13 +21,14 @@ from stacks.user_data import boot_commands
 
 @dataclass(frozen=True)
 class BootData:
-    """The user-data values of the cluster's compute instances, and where their objects live."""
+    """The user-data values of the cluster's compute (and login) instances, and where their objects live."""
 
     values: dict[str, str]
+    role: str = "compute"  # or `login`: a login pool's launch template
 
-    def compute_user_data(self) -> str:
-        """The exact compute user data the stacks put in the launch templates, for these values."""
-        return "#!/bin/bash\n" + "\n".join(boot_commands("compute", self.values)) + "\n"
+    def user_data(self) -> str:
+        """The exact user data the stacks put in the launch templates of this role, for these values."""
+        return "#!/bin/bash\n" + "\n".join(boot_commands(self.role, self.values)) + "\n"
 
 
 def publish(
@@ -66,5 +67,5 @@ def publish(
 
 def write_user_data(path: Path, data: BootData) -> None:
     """The user data as a script file (mode 0700) for an instance to run."""
-    path.write_text(data.compute_user_data())
+    path.write_text(data.user_data())
     path.chmod(0o700)

@@ -34,11 +34,12 @@ from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.iam import Credentials
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
+from localcloud.login_nodes import create_login_groups
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
-from stacks.user_data import pool_values
+from stacks.user_data import login_values, pool_values
 
 LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
@@ -101,6 +102,7 @@ class CloudInfo:
     shared_mount: str = "/shared"
     compute_user_data: dict[str, str] = field(default_factory=dict)  # the values of the compute user data
     pool_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each pool's launch template adds these
+    login_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each login pool's template adds these
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
 
     def to_json(self) -> dict[str, Any]:
@@ -311,12 +313,15 @@ class LocalCloud(CloudOps):
     ) -> CloudInfo:
         layout = self.layout
         base = shared.info().ports if shared is not None else {}
+        nodes = _node_count(cluster)
+        block = _port_block(nodes + 1)  # a slurmd port per node, then SlurmdPort (login nodes' sackd listen there)
         ports = conf.Ports(
             aws=base.get("aws") or free_port(),
             mysql=base.get("mysql") or free_port(),
             slurmctld=free_port(),
             slurmdbd=base.get("slurmdbd") or free_port(),
-            slurmd_base=_port_block(_node_count(cluster)),
+            slurmd_base=block,
+            sackd=block + nodes,
         )
         if shared is None:
             LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
@@ -337,6 +342,7 @@ class LocalCloud(CloudOps):
         infra = create_infra(cluster, ec2, aws.url)
         LOG.info("created VPCs, %d subnets and %d launch templates", len(infra.subnets), len(infra.launch_templates))
         hosts = controller_boot.launch_controllers(ec2(cluster.region), cluster, infra)
+        create_login_groups(cluster, factory, infra)  # moto's Auto Scaling launches them; the runner boots them
         shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
         boot = boot_data.publish(
             factory,
@@ -380,6 +386,7 @@ class LocalCloud(CloudOps):
                 for part in cluster.partitions
                 for pool in part.pools
             },
+            login_user_data={pool.name: login_values(pool) for pool in cluster.login_nodes},
             controller=hosts[0].hostname,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")

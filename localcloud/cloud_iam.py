@@ -1,11 +1,11 @@
 """IAM of one local cloud: its controller and its instances call the emulated AWS as principals holding the
-statements the stacks attach to the controller and compute roles, with enforcement on.
+statements the stacks attach to the controller, compute and login roles, with enforcement on.
 
 `install(...)` runs after `local up` created what the stacks create (with the harness's unsigned requests) and before
-the controller boots: it creates `<cluster>-controller` and `<cluster>-compute` (localcloud.iam: the action
+the controller boots: it creates `<cluster>-controller`, `-compute` and `-login` (localcloud.iam: the action
 projection of stacks.iam_policies + stacks.node_policies), an `admin` for the harness (the first cluster of an
 emulated AWS only), turns enforcement on and records the keys in the state dir (`state/iam-principals.json`), where
-the instance runner (compute and admin keys) and later `LocalCloud.aws()` handles (admin) read them. The controller's
+the instance runner (compute, login and admin keys) and later `LocalCloud.aws()` handles (admin) read them. The controller's
 keys go into its env file and the ResumeProgram wrappers: what the instance profile gives on EC2.
 """
 
@@ -24,7 +24,7 @@ from stacks.iam_policies import ArnScope, RegionTarget
 from stacks.naming import conf_server_parameter
 from stacks.node_policies import ControllerResources, custom_action_objects
 
-ROLES = ("controller", "compute")
+ROLES = ("controller", "compute", "login")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class CloudPrincipals:
     admin: Credentials
     controller: Credentials
     compute: Credentials
+    login: Credentials
 
     def to_json(self) -> dict[str, dict[str, str]]:
         return {name: getattr(self, name).__dict__ for name in (ADMIN, *ROLES)}
@@ -93,7 +94,10 @@ def install(
         documents["controller"] = without_statement(documents["controller"], sid)
     created = create_principals(aws, documents, prefix=f"{cluster.name}-", admin=admin is None)
     principals = CloudPrincipals(
-        admin=admin or created[ADMIN], controller=created["controller"], compute=created["compute"]
+        admin=admin or created[ADMIN],
+        controller=created["controller"],
+        compute=created["compute"],
+        login=created["login"],
     )
     principals_file(layout).write_text(json.dumps(principals.to_json(), indent=2) + "\n")
     principals_file(layout).chmod(0o600)

@@ -28,6 +28,7 @@ class Ports:
     slurmctld: int
     slurmdbd: int
     slurmd_base: int
+    sackd: int  # SlurmdPort: every node has its own Port=, so only login nodes' sackd listen here
 
 
 def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
@@ -48,7 +49,7 @@ def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
         },
         "base": {
             "slurmctld_port": ports.slurmctld,
-            "slurmd_port": ports.slurmd_base,
+            "slurmd_port": ports.sackd,
             "slurmdbd_port": ports.slurmdbd,
             "log_dir": str(layout.log),
             "pid_dir": str(layout.run),

@@ -48,7 +48,7 @@ def role_documents(
     action_objects: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Policy documents per role, from the statement builders the stacks attach: controller (launch/terminate, every
-    node's reads, the controller's own reads), compute and deconfigure."""
+    node's reads, the controller's own reads), compute, login and deconfigure."""
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
     munge = munge_secret_pattern(arns, munge_owner or cluster)
@@ -57,6 +57,7 @@ def role_documents(
     return {
         "controller": document([*fleet_statements(arns, cluster, targets), *node, *controller_statements(own)]),
         "compute": document(node),
+        "login": document(node),  # stacks/cluster.py: the login role holds the node statements too
         "deconfigure": document(deconfigure_statements(arns, cluster, regions)),
     }
 

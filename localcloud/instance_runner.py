@@ -28,14 +28,16 @@ from typing import Any
 
 import boto3
 
-from localcloud import cloud_iam, enter, machines, procs
+from localcloud import cloud_iam, enter, fake_sysfs, machines, procs
 from localcloud.boot_data import BootData, write_user_data
 from localcloud.daemons import CLOUD_MARKER
 from localcloud.emulated_aws import DUMMY_CREDENTIALS
 from localcloud.layout import Layout
+from localcloud.login_nodes import login_view
 from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
+from slurm_plugin.naming import TAG_LOGIN_POOL
 
 LOG = logging.getLogger("instance-runner")
 POLL_SECONDS = 1.0
@@ -72,8 +74,11 @@ def observe(clients: dict[str, Any], cluster: str) -> list[Observed] | None:
     try:
         for region, ec2 in clients.items():
             pages = ec2.get_paginator("describe_instances").paginate(
-                # compute instances only (they carry their pool): the controllers are booted by `local up`
-                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}, {"Name": "tag-key", "Values": [TAG_POOL]}]
+                # compute and login instances (they carry their pool or login pool): `local up` boots the controllers
+                Filters=[
+                    {"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]},
+                    {"Name": "tag-key", "Values": [TAG_POOL, TAG_LOGIN_POOL]},
+                ]
             )
             for page in pages:
                 for reservation in page["Reservations"]:
@@ -86,13 +91,18 @@ def observe(clients: dict[str, Any], cluster: str) -> list[Observed] | None:
                                 region=region,
                                 availability_zone=inst.get("Placement", {}).get("AvailabilityZone", ""),
                                 instance_type=inst.get("InstanceType", ""),
-                                pool=next((t["Value"] for t in inst.get("Tags", []) if t["Key"] == TAG_POOL), ""),
+                                pool=_tag(inst, TAG_POOL),
+                                login_pool=_tag(inst, TAG_LOGIN_POOL),
                             )
                         )
     except Exception as exc:  # the emulated AWS may be restarting or injecting faults: try again next loop
         LOG.warning("describe_instances failed: %s", exc)
         return None
     return found
+
+
+def _tag(instance: dict[str, Any], key: str) -> str:
+    return next((t["Value"] for t in instance.get("Tags", []) if t["Key"] == key), "")
 
 
 class Runner:
@@ -107,11 +117,13 @@ class Runner:
         self.user_data = BootData(values=dict(cloud["compute_user_data"]))
         # each pool's launch template adds its own values (ES_POOL, custom actions): stacks.user_data.pool_values
         self.pool_user_data: dict[str, dict[str, str]] = dict(cloud.get("pool_user_data", {}))
+        self.login_user_data: dict[str, dict[str, str]] = dict(cloud.get("login_user_data", {}))
         self.aws_endpoint = str(cloud["aws_endpoint_url"])
         # the runner watches EC2 as the harness (admin); instances boot with the compute role's keys
         principals = cloud_iam.load(layout)
         self.harness_keys = principals.admin.env() if principals else DUMMY_CREDENTIALS
         self.instance_keys = principals.compute.env() if principals else DUMMY_CREDENTIALS
+        self.login_keys = principals.login.env() if principals else DUMMY_CREDENTIALS
         self.clients = {
             region: ec2_client(cloud["aws_endpoint_url"], region, self.harness_keys) for region in cloud["regions"]
         }
@@ -154,12 +166,14 @@ class Runner:
         self._write_status(observed)
 
     def _boot(self, item: Tracked) -> None:
-        """Run the compute user data of the launch templates (stacks/user_data.py) on the instance's view of the root,
-        as root, as cloud-init would: it installs the munge key from the emulated Secrets Manager, starts munged,
-        mounts the shared file system from the SSM mounts parameter, reads the controllers' address from it and execs
-        the image's node bootstrap (configless slurmd). IMDS and the instance profile are stood in for by the
-        environment (private IP, instance id, the emulated endpoint and credentials)."""
+        """Run the user data of the instance's launch template (stacks/user_data.py) on the instance's view of the
+        root, as root, as cloud-init would: it installs the munge key from the emulated Secrets Manager, starts
+        munged, mounts the shared file system from the SSM mounts parameter, reads the controllers' address from it
+        and execs the image's node bootstrap (configless slurmd) — or, on a login node, starts sackd (configless
+        clients). IMDS and the instance profile are stood in for by the environment (private IP, instance id, the
+        emulated endpoint and credentials)."""
         inst = item.observed
+        login = bool(inst.login_pool)
         env = enter.user_env(
             enter.user(self.root, "root"),
             {
@@ -171,13 +185,19 @@ class Runner:
                 "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
                 "AWS_ENDPOINT_URL": self.aws_endpoint,
                 "ES_LOCAL_UNITS_SKIP": ",".join(machines.UNITS_NOT_RUN),
-                **self.instance_keys,
+                # elastic-slurm-smt-off (disable_hyperthreading) writes to a copy of the host's CPU tree, not the host's
+                "ES_SYSFS_CPU": fake_sysfs.cpu_tree(self.layout.machine_dir(inst.instance_id)),
+                **(self.login_keys if login else self.instance_keys),
                 CLOUD_MARKER: str(self.layout.root),
             },
         )
-        view = machines.instance_view(self.layout, self.root, inst.instance_id, inst.private_ip)
-        pool_values = self.pool_user_data.get(inst.pool, {})
-        user_data = BootData(values={**self.user_data.values, **pool_values})
+        if login:
+            view = login_view(self.layout, self.root, inst.instance_id, inst.private_ip)
+            values = self.login_user_data.get(inst.login_pool, {})
+        else:
+            view = machines.instance_view(self.layout, self.root, inst.instance_id, inst.private_ip)
+            values = self.pool_user_data.get(inst.pool, {})
+        user_data = BootData(values={**self.user_data.values, **values}, role="login" if login else "compute")
         write_user_data(self.layout.machine_dir(inst.instance_id) / "run" / "user-data", user_data)
         log = self.layout.log / "instances" / f"{inst.instance_id}.log"
         # inside the root only: connections leave from the instance's own address, as on EC2 (native/bind_source.c)
@@ -213,7 +233,9 @@ class Runner:
         proc = self.procs.pop(instance_id, None)
         ns = self.namespaces.pop(instance_id, "")
         if proc is not None:
-            stop_instance_processes(proc.pid, ns, instance_markers(instance_id, self.layout.root))
+            stop_instance_processes(
+                proc.pid, ns, instance_markers(instance_id, self.layout.root), unit_dir(self.layout, instance_id)
+            )
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -259,12 +281,20 @@ def instance_markers(instance_id: str, cloud_root: Path) -> list[bytes]:
     return markers
 
 
-def stop_instance_processes(session: int, namespace: str, markers: Sequence[bytes], limit: int = 200) -> None:
+def unit_dir(layout: Layout, instance_id: str) -> Path:
+    """Where the systemctl stand-in keeps the PID files of the daemons it started on an instance (its own /run)."""
+    return layout.machine_dir(instance_id) / "run" / "systemctl-shim"
+
+
+def stop_instance_processes(
+    session: int, namespace: str, markers: Sequence[bytes], units: Path | None = None, limit: int = 200
+) -> None:
     """Stop an emulated instance: freeze and kill all of its processes (procs.vanish).
 
     Members: every process of the instance's time namespace once one of them carries one of `markers` (see
-    `instance_markers`), and the processes of its session that carry one; never the host's namespace, never sessions
-    0/1, never more than `limit` processes.
+    `instance_markers`), the processes of its session that carry one, and the daemons the systemctl stand-in
+    started in sessions of their own (PID files in `units`, e.g. a login node's sackd) that carry one; never the
+    host's namespace, never sessions 0/1, never more than `limit` processes.
     """
     if not markers:
         return
@@ -277,6 +307,8 @@ def stop_instance_processes(session: int, namespace: str, markers: Sequence[byte
         # the session outlives its leader (the user data's shell may have ended, leaving munged): a session id is not
         # reused while any process is in it, and each member must still carry a marker
         found |= {p for p in procs.pids_in_session(session) if procs.environ_has(p, markers)}
+        unit_pids = [procs.read_pid(f) for f in sorted(units.glob("*.pid"))] if units and units.is_dir() else []
+        found |= {p for p in unit_pids if p is not None and procs.environ_has(p, markers)}
         found.discard(os.getpid())
         return sorted(found)[:limit]
 

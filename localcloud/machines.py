@@ -6,6 +6,10 @@
   its mount point, and its EC2 host name (a UTS namespace) resolved by its own /etc/hosts.
 - An instance sees no configuration at all: a private /run and /tmp, munged's socket, the shared file system, the jobs
   directory, and only the spool/log/pid directories its slurmd writes. Its slurmd runs configless (`--conf-server`).
+  Its local accounts (/etc/passwd, /etc/group) and name service (/etc/nsswitch.conf, /etc/nss_slurm.conf) are its
+  own: copies of the image's taken when it boots, as an AMI's are the instance's own from then on. So a user added
+  later to the submit host (the image root's /etc/passwd, which the controller sees) is unknown on an instance that
+  is already running — unless its jobs resolve users through nss_slurm (docs/users.md).
 
 `write_client_wrappers` puts host commands `sbatch`, `squeue`, ... in the state dir's hostbin/: each runs the root's
 client on the controller, so tests and users on the host talk to the cluster with its own Slurm version.
@@ -45,6 +49,14 @@ CLIENTS = (
 # executed by tests/e2e/test_imds_guard.py in a namespace of its own instead; docs/local-cloud.md).
 UNITS_NOT_RUN = ("elastic-slurm-imds-guard.service",)
 
+# An instance's own copies of these files of the image (passwd/group: its local accounts; nsswitch.conf: edited by the
+# node bootstrap when the cluster enables nss_slurm). The root's originals must only ever be edited in place: a tool
+# that renames a new file over one (useradd, vipw) would detach the bind in every running instance, as the kernel
+# lazily unmounts a mount point that is renamed over in another mount namespace.
+OWN_ETC_COPIES = ("passwd", "group", "nsswitch.conf")
+# ... and files the node bootstrap writes that the image has not (bound over an empty file the root build leaves)
+OWN_ETC_NEW = ("nss_slurm.conf",)
+
 
 def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
     """A machine's own /run, /tmp and /etc/fstab (the boot adds the shared file systems to it)."""
@@ -56,6 +68,23 @@ def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
     if not fstab.exists():
         fstab.write_text("# /etc/fstab of this emulated machine (the image's is empty)\n")
     return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"), (str(fstab), "/etc/fstab"))
+
+
+def _own_etc(layout: Layout, root: Path, instance_id: str) -> tuple[tuple[str, str], ...]:
+    """The instance's own /etc files (OWN_ETC_COPIES, OWN_ETC_NEW): created at its first view, i.e. when it boots,
+    and kept from then on (the instance's disk)."""
+    base = layout.machine_dir(instance_id) / "etc"
+    base.mkdir(parents=True, exist_ok=True)
+    binds = []
+    for name in (*OWN_ETC_COPIES, *OWN_ETC_NEW):
+        own = base / name
+        if not own.exists():
+            if name in OWN_ETC_COPIES:
+                shutil.copy2(root / "etc" / name, own)
+            else:
+                own.touch(mode=0o644)
+        binds.append((str(own), f"/etc/{name}"))
+    return tuple(binds)
 
 
 def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:
@@ -92,7 +121,8 @@ def ec2_hostname(private_ip: str) -> str:
 
 def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str | None = None) -> enter.View:
     """One emulated EC2 instance (compute node): its own /run, /tmp, /etc/munge and /etc/elastic-slurm, no slurm.conf
-    anywhere on its disk; with `private_ip`, its own /etc/hosts resolving its EC2 host name to that address. Its
+    anywhere on its disk, its own accounts and name service (`_own_etc`); with `private_ip`, its own /etc/hosts
+    resolving its EC2 host name to that address. Its
     user data mounts the shared file system (the state dir's shared/, visible at its own path as the NFS server would
     be) at its mount point itself and starts its own munged."""
     extra: tuple[tuple[str, str], ...] = ()
@@ -107,6 +137,7 @@ def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str 
     return enter.View(root).with_binds(
         *extra,
         *_private(layout, instance_id),
+        *_own_etc(layout, root, instance_id),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
         *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs, layout.shared),

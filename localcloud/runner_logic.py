@@ -23,6 +23,7 @@ class Observed:
     availability_zone: str
     instance_type: str
     pool: str = ""  # its pool tag (partition-pool), as the launch template tagged it
+    login_pool: str = ""  # a login node's login pool tag (launched by its Auto Scaling group, never a Slurm node)
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,9 @@ def decide(
         if inst.instance_id in tracked or inst.state not in LIVE_STATES:
             continue
         fail = False
-        if failures_used + result.requested_failures_used < control.fail_boots:
+        if inst.login_pool:
+            pass  # boot failures stand for a broken compute image under the plugin's launches: login nodes boot
+        elif failures_used + result.requested_failures_used < control.fail_boots:
             fail = True
             result.requested_failures_used += 1
         elif draw.get(inst.instance_id, 1.0) < control.boot_failure_rate:

@@ -47,6 +47,7 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-imds-guard",
     "assets/bootstrap/elastic-slurm-custom-actions",
     "assets/bootstrap/elastic-slurm-wait-predecessor",
+    "assets/bootstrap/elastic-slurm-smt-off",
     "assets/health/elastic-slurm-healthcheck",
     "assets/health/elastic-slurm-longcheck-submit",
     "assets/slurm/prolog-wait-for-boot.sh",
@@ -189,7 +190,8 @@ def _machine_parts(root: Path) -> None:
 
 def _finish(root: Path) -> None:
     """Local additions on either kind of root: the job user, the systemctl stand-in linked to the mounted source, no
-    munge key or slurm.conf (the controller renders one, compute nodes run configless), our plugstack.conf."""
+    munge key or slurm.conf (the controller renders one, compute nodes run configless), our plugstack.conf, an empty
+    /etc/nss_slurm.conf for the instances to bind their own over."""
     subprocess.run(
         ["chroot", str(root), "useradd", "--create-home", "--uid", str(JOB_UID), "--user-group", JOB_USER],
         check=True,
@@ -202,6 +204,8 @@ def _finish(root: Path) -> None:
     (root / SRC_IN_ROOT.lstrip("/")).mkdir(parents=True, exist_ok=True)
     for leftover in ("etc/munge/munge.key", "etc/slurm/slurm.conf"):
         (root / leftover).unlink(missing_ok=True)
+    # an empty file (nss_slurm's defaults) each instance binds its own copy over (machines.OWN_ETC_NEW)
+    (root / "etc/nss_slurm.conf").touch(mode=0o644)
     # local cloud helpers the instance runner puts in front of slurmd (ELASTIC_SLURM_SLURMD_PREFIX)
     for helper in ("fresh-boot-exec", "unblock-exec"):
         link = root / BIN_IN_ROOT.lstrip("/") / helper

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from localcloud import procs
-from localcloud.instance_runner import instance_markers, stop_instance_processes
+from localcloud.instance_runner import instance_markers, stop_instance_processes, unit_dir
 from localcloud.layout import Layout
 
 
@@ -29,9 +29,11 @@ def _instances_left(layout: Layout) -> list[str]:
         pid = record.get("pid") or 0
         namespace = record.get("time_ns") or ""
         # the instance's session (its boot's pid) may outlive the boot shell: its marked members still go
-        markers = instance_markers(str(record.get("instance_id") or ""), layout.root)
-        if procs.pids_in_time_namespace(namespace) or procs.pids_in_session(pid):
-            stop_instance_processes(pid, namespace, markers)
+        instance_id = str(record.get("instance_id") or "")
+        markers = instance_markers(instance_id, layout.root)
+        units = unit_dir(layout, instance_id) if instance_id else None
+        if procs.pids_in_time_namespace(namespace) or procs.pids_in_session(pid) or units:
+            stop_instance_processes(pid, namespace, markers, units)
             stopped.append(f"instance {record.get('instance_id')}")
         record_path.unlink(missing_ok=True)
     return stopped

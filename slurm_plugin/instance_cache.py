@@ -1,4 +1,4 @@
-"""The instance cache: what each EC2 instance type of the config is (vCPUs, memory, GPUs, EFA) and what it costs.
+"""The instance cache: what each EC2 instance type of the config is (vCPUs, cores, memory, GPUs, EFA) and what it costs.
 
 `elastic-slurm instance-cache refresh` builds it once (see `instance_cache_aws`); render, resume and suspend only read
 it — never DescribeInstanceTypes at run time. `load_cache` turns every way the file can be unusable (missing, corrupt,
@@ -49,11 +49,24 @@ class InstanceTypeInfo(_Frozen):
     """One instance type, as DescribeInstanceTypes describes it."""
 
     vcpus: int = Field(ge=1)
+    # VCpuInfo.DefaultCores / DefaultThreadsPerCore; None in a cache written before they were recorded
+    cores: int | None = Field(default=None, ge=1)
+    threads_per_core: int | None = Field(default=None, ge=1)
     memory_mib: int = Field(ge=1)
     architecture: str = Field(description="x86_64 | arm64")
     gpus: GpuInfo | None = None
     efa: bool = False
     prices: Prices = Field(default_factory=Prices)
+
+    @property
+    def physical_cores(self) -> int:
+        """Physical cores: the CPUs a node running one thread per core has. An entry written before cores were
+        recorded gets a LOW guess — every vCPU on arm64 (Graviton runs one thread per core), else half of them (two
+        threads per core, as on nearly every x86 type) — because a node with fewer CPUs online than slurm.conf says is
+        drained by Slurm, while one with more only leaves some unused. Every config apply rebuilds the cache."""
+        if self.cores is not None:
+            return self.cores
+        return self.vcpus if self.architecture == "arm64" else max(1, self.vcpus // 2)
 
 
 class InstanceCache(_Frozen):

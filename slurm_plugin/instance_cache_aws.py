@@ -74,11 +74,17 @@ def type_info_from_api(item: dict[str, Any]) -> InstanceTypeInfo:
         )
     return InstanceTypeInfo(
         vcpus=int(item["VCpuInfo"]["DefaultVCpus"]),
+        cores=_optional_int(item["VCpuInfo"].get("DefaultCores")),
+        threads_per_core=_optional_int(item["VCpuInfo"].get("DefaultThreadsPerCore")),
         memory_mib=int(item["MemoryInfo"]["SizeInMiB"]),
         architecture=architecture,
         gpus=gpus,
         efa=bool(item.get("NetworkInfo", {}).get("EfaSupported", False)),
     )
+
+
+def _optional_int(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def latest_spot_prices(history: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:

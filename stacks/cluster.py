@@ -33,6 +33,7 @@ from stacks.launch_templates import (
     root_volume,
     user_data,
 )
+from stacks.login_nodes import LoginNodes
 from stacks.monitoring import ClusterMonitoring
 from stacks.naming import (
     CONF_SERVER_PENDING,
@@ -190,6 +191,7 @@ class ClusterStack(cdk.Stack):
             self.controllers.append(controller)
             self.controllers_ready.append(ready)
         self.monitoring.watch_controllers([c.ref for c in self.controllers])
+        self.login_nodes = self._login_nodes(file_system_arns)
         regions = [self.region, *(r.region for r in self.remote_regions)]
         self.deconfigure = Deconfigure(
             self, "Deconfigure", cluster=cluster.name, mount_points=mount_points, regions=regions
@@ -197,7 +199,7 @@ class ClusterStack(cdk.Stack):
         self._peering_routes(subnets)
         # Delete order: controllers first (slurmctld and the cluster manager stop, so nothing relaunches a node),
         # then the deconfigure resource terminates the compute nodes, then everything they used.
-        self.deconfigure.run_after_deleting(*self.controllers)
+        self.deconfigure.run_after_deleting(*self.controllers, *(login.group for login in self.login_nodes))
         self.deconfigure.run_before_deleting(
             *self.launch_templates.values(),
             *self.placement_groups.values(),
@@ -325,6 +327,29 @@ class ClusterStack(cdk.Stack):
         cdk.Tags.of(instance).add(TAG_ROLE, "controller")
         cdk.Tags.of(template).add(TAG_ROLE, "controller")
         return instance
+
+    def _login_nodes(self, file_system_arns: list[str]) -> list[LoginNodes]:
+        """The login pools (stacks/login_nodes.py), with a role of their own holding the node statements."""
+        if not self.cluster.login_nodes:
+            return []
+        role = self._node_role("LoginRole", file_system_arns)
+        add_managed_policies(self, role, "Login", self.cluster.iam_policies.login)
+        profile = iam.InstanceProfile(self, "LoginProfile", role=role)
+        return [
+            LoginNodes(
+                self,
+                f"Login-{pool.name}",
+                cluster=self.cluster.name,
+                pool=pool,
+                base_os=self.cluster.images.base_os,
+                vpc=self._vpc,
+                subnets=list(self._subnets.values()),
+                profile=profile,
+                security_groups=[self._sg.nodes, self._sg.ssh],
+                boot_env=self._env,
+            )
+            for pool in self.cluster.login_nodes
+        ]
 
     def _peering_routes(self, subnets: list[ec2.ISubnet]) -> None:
         """Home-side routes to every remote region's VPC through its peering connection."""

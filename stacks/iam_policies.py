@@ -14,11 +14,12 @@ network interfaces, the fleet, spot requests) are scoped by account and region i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from aws_cdk import aws_iam as iam
+from typing import TYPE_CHECKING, Any
 
 from stacks.naming import TAG_CLUSTER, TAG_SUBMIT_HOST
+
+if TYPE_CHECKING:  # the local cloud builds its principals from these statements without loading CDK (jsii, node)
+    from aws_cdk import aws_iam as iam
 
 Statement = dict[str, Any]
 
@@ -69,6 +70,8 @@ def document(statements: list[Statement]) -> dict[str, Any]:
 
 def to_cdk(statements: list[Statement]) -> list[iam.PolicyStatement]:
     """The same statements as CDK objects."""
+    from aws_cdk import aws_iam as iam
+
     return [iam.PolicyStatement.from_json(s) for s in statements]
 
 

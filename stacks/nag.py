@@ -51,6 +51,12 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "(asserted by tests/cdk/test_templates.py).",
         ),
         (
+            "AwsSolutions-AS3",
+            "Login node groups: launches and replacements are in the group's activity history. The cluster's alert "
+            "topic is encrypted with a customer key whose policy would have to name Auto Scaling's service-linked "
+            "role, which an account does not have before its first Auto Scaling group.",
+        ),
+        (
             "AwsSolutions-IAM5[Resource::*]",
             "EC2 Describe*, pricing:GetProducts and SSM GetCommandInvocation do not support resource-level "
             "permissions.",

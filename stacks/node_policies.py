@@ -33,8 +33,12 @@ def munge_secret_pattern(scope: ArnScope, cluster: str) -> str:
 
 
 def custom_action_objects(scope: ArnScope, cluster: Cluster) -> list[str]:
-    """ARNs of the S3 objects the cluster's custom actions run (controller and every pool), each once."""
-    every = [cluster.controller.custom_actions, *(p.custom_actions for part in cluster.partitions for p in part.pools)]
+    """ARNs of the S3 objects the cluster's custom actions run (controller, every pool, every login pool), each once."""
+    every = [
+        cluster.controller.custom_actions,
+        *(p.custom_actions for part in cluster.partitions for p in part.pools),
+        *(login.custom_actions for login in cluster.login_nodes),
+    ]
     scripts = [a.script for actions in every for a in (*actions.on_node_start, *actions.on_node_configured)]
     return [
         f"arn:{scope.partition}:s3:::{s.removeprefix('s3://')}" for s in dict.fromkeys(scripts) if s.startswith("s3://")

@@ -15,7 +15,7 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 
 from __future__ import annotations
 
-from cluster_config.model import CustomActions, Pool
+from cluster_config.model import CustomActions, LoginPool, Pool
 from stacks.naming import CONF_SERVER_PENDING
 
 BIN = "/opt/elastic-slurm/bin"
@@ -102,8 +102,8 @@ _CONTROLLER = [
     'if [ -n "${ES_DB_SECRET:-}" ] && [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then',
     '  (umask 077; aws secretsmanager get-secret-value --secret-id "$ES_DB_SECRET" --query SecretString'
     " --output text > /run/elastic-slurm-db-secret.json)",
-    f'  {BIN}/elastic-slurm render-slurmdbd --secret-json /run/elastic-slurm-db-secret.json --dbd-host "$(hostname -s)"'
-    " --out /etc/slurm/slurmdbd.conf",
+    f"  ELASTIC_SLURM_NAMES_CHECKED=1 {BIN}/elastic-slurm render-slurmdbd --config {ETC}/cluster.yaml"
+    ' --secret-json /run/elastic-slurm-db-secret.json --dbd-host "$(hostname -s)" --out /etc/slurm/slurmdbd.conf',
     "  rm -f /run/elastic-slurm-db-secret.json",
     "  chown slurm:slurm /etc/slurm/slurmdbd.conf",
     "  systemctl enable --now slurmdbd",
@@ -134,8 +134,8 @@ _CONTROLLER = [
     'echo "elastic-slurm boot: controller $(hostname -s) of $ES_CLUSTER is up"',
 ]
 
-_COMPUTE = [
-    "# slurmd runs configless: the controllers' addresses are in the conf-server parameter (home region), written by",
+_CONF_SERVER = [
+    "# Slurm runs configless: the controllers' addresses are in the conf-server parameter (home region), written by",
     "# their config apply (a node is launched only once a controller runs; bounded wait for a replaced controller)",
     'ELASTIC_SLURM_CONF_SERVER=$(jq -r --arg n "$ES_CONF_SERVER_PARAMETER"'
     f" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json)",
@@ -148,11 +148,28 @@ _COMPUTE = [
     f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ] || [ -z "$ELASTIC_SLURM_CONF_SERVER" ]; then'
     ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
     'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
+]
+
+_COMPUTE = [
+    *_CONF_SERVER,
+    "# disable_hyperthreading: one thread per core before slurmd starts",
+    f'if [ "${{ES_SMT_OFF:-}}" = 1 ]; then {BIN}/elastic-slurm-smt-off; fi',
     f"{BIN}/elastic-slurm-custom-actions on_node_configured",
     "# slurmd's output to the original outputs only (not into the boot log on /run, a tmpfs, for the node's life)",
     "exec 1>&3 2>&4 3>&- 4>&-",
     f"exec {BIN}/elastic-slurm-node-bootstrap",
 ]
+
+_LOGIN = [
+    *_CONF_SERVER,
+    "# the Slurm clients: sackd fetches the config from slurmctld into /run/slurm/conf (no slurm.conf on disk) and",
+    "# slurmctld pushes every reconfigure to it; its unit reads this file (the image's sackd.service drop-in)",
+    f'echo "SACKD_OPTIONS=--conf-server $ELASTIC_SLURM_CONF_SERVER" > {ETC}/sackd.env',
+    "systemctl enable --now sackd",
+    f"{BIN}/elastic-slurm-custom-actions on_node_configured",
+    'echo "elastic-slurm boot: login node $(hostname -s) of $ES_CLUSTER is up"',
+]
+ROLES = {"controller": _CONTROLLER, "compute": _COMPUTE, "login": _LOGIN}
 
 
 def actions_values(actions: CustomActions) -> dict[str, str]:
@@ -164,8 +181,15 @@ def actions_values(actions: CustomActions) -> dict[str, str]:
 
 
 def pool_values(partition: str, pool: Pool) -> dict[str, str]:
-    """The user-data values of one pool's launch template on top of the cluster's: its key and custom actions."""
-    return {"ES_POOL": f"{partition}-{pool.name}", **actions_values(pool.custom_actions)}
+    """The user-data values of one pool's launch template on top of the cluster's: its key, custom actions and
+    ES_SMT_OFF=1 when its nodes run one thread per core (disable_hyperthreading)."""
+    smt_off = {"ES_SMT_OFF": "1"} if pool.disable_hyperthreading else {}
+    return {"ES_POOL": f"{partition}-{pool.name}", **smt_off, **actions_values(pool.custom_actions)}
+
+
+def login_values(pool: LoginPool) -> dict[str, str]:
+    """The user-data values of one login pool's launch template on top of the cluster's: its name, custom actions."""
+    return {"ES_LOGIN_POOL": pool.name, **actions_values(pool.custom_actions)}
 
 
 def env_file(values: dict[str, str]) -> list[str]:
@@ -177,14 +201,14 @@ def env_file(values: dict[str, str]) -> list[str]:
 
 
 def boot_commands(role: str, values: dict[str, str], signal_url: str | None = None) -> list[str]:
-    """Every user-data line of a `controller` or `compute` instance; a controller given the `signal_url` of a wait
+    """Every user-data line of a `controller`, `compute` or `login` instance; a controller given the `signal_url` of a wait
     condition handle signals it SUCCESS once healthy, or FAILURE with the reason when a boot step fails."""
-    if role not in ("controller", "compute"):
-        raise ValueError(f"role must be controller or compute, not {role!r}")
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     signal = []
     if signal_url is not None:
         if "'" in signal_url or "\n" in signal_url:
             raise ValueError("signal_url: may not contain quotes or newlines")
         signal = [f"(umask 077; echo '{signal_url}' > {SIGNAL_URL_FILE})"]
     lines = [*env_file({**values, "ES_ROLE": role}), *signal, *_PRELUDE]
-    return [*lines, *(_CONTROLLER if role == "controller" else _COMPUTE)]
+    return [*lines, *ROLES[role]]

@@ -34,6 +34,10 @@ cd "$work/src"
   > "$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 1; }
 make -j "$(nproc)" > "$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }
 make install > /dev/null
+# nss_slurm (clusters[].nss_slurm): libnss_slurm.so.2 into the libdir, /usr/lib, which ldconfig caches and glibc's NSS
+# loads from. The image's nsswitch.conf does not name it: a compute node's bootstrap adds it when the cluster asks.
+make -C contribs/nss_slurm > "$work/nss_slurm.log" 2>&1 || { tail -40 "$work/nss_slurm.log" >&2; exit 1; }
+make -C contribs/nss_slurm install > /dev/null
 ldconfig
 
 getent group slurm >/dev/null || groupadd --system --gid "$SLURM_GID" slurm

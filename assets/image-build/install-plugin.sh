@@ -32,7 +32,7 @@ done
 
 for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs bootstrap/elastic-slurm-config-apply \
     bootstrap/elastic-slurm-controller-hosts bootstrap/elastic-slurm-imds-guard bootstrap/elastic-slurm-custom-actions \
-    bootstrap/elastic-slurm-wait-predecessor \
+    bootstrap/elastic-slurm-wait-predecessor bootstrap/elastic-slurm-smt-off \
     health/elastic-slurm-healthcheck health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
   install -m 0755 "$assets/$program" "$prefix/bin/"
 done
@@ -40,5 +40,8 @@ install -m 0644 "$assets/health/elastic-slurm-longcheck.sbatch" "$prefix/bin/"
 # Units only: the controller's boot script enables the cluster manager (and the license sync timer when the config
 # syncs licenses); compute nodes never start them. Every node's boot enables elastic-slurm-imds-guard.
 install -m 0644 "$assets"/systemd/*.service "$assets"/systemd/*.timer /etc/systemd/system/
+# Login nodes run Slurm's own sackd unit; this drop-in gives it the conf server the login boot writes
+install -d /etc/systemd/system/sackd.service.d
+install -m 0644 "$assets"/systemd/sackd.service.d/*.conf /etc/systemd/system/sackd.service.d/
 systemctl daemon-reload
 systemctl enable munge

@@ -21,6 +21,10 @@ for plugin in accounting_storage_slurmdbd accounting_storage_mysql auth_munge cr
     proctrack_cgroup task_cgroup task_affinity; do
   [ -f "$plugins/$plugin.so" ] || fail "no Slurm plugin $plugin in $plugins"
 done
+# nss_slurm: glibc loads NSS modules by soname through the loader cache, so that is where it must be
+ldconfig -p | grep -q 'libnss_slurm\.so\.2 ' || fail "no libnss_slurm.so.2 in the loader cache (contribs/nss_slurm)"
+! ldd "$(ldconfig -p | sed -n 's/.*libnss_slurm\.so\.2 .*=> //p' | head -1)" | grep -q "not found" \
+  || fail "libnss_slurm.so.2 misses libraries"
 command -v munged >/dev/null || fail "no munged"
 id slurm >/dev/null || fail "no slurm account"
 id munge >/dev/null || fail "no munge account"
@@ -29,8 +33,8 @@ for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-
   [ -f "/etc/systemd/system/$unit.service" ] || [ -f "/usr/lib/systemd/system/$unit.service" ] || fail "no unit $unit"
 done
 for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-config-apply elastic-slurm-controller-hosts \
-    elastic-slurm-imds-guard elastic-slurm-custom-actions elastic-slurm-wait-predecessor elastic-slurm-healthcheck \
-    prolog-wait-for-boot.sh; do
+    elastic-slurm-imds-guard elastic-slurm-custom-actions elastic-slurm-wait-predecessor elastic-slurm-smt-off \
+    elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
   [ -x "$prefix/bin/$program" ] || fail "no $prefix/bin/$program"
 done
 for tool in "$prefix"/venv/bin/slurm-* "$prefix/venv/bin/elastic-slurm"; do
@@ -40,4 +44,6 @@ done
 "$prefix/bin/slurm-clustermgr" --help >/dev/null || fail "slurm-clustermgr does not run"
 command -v aws >/dev/null || fail "no aws CLI"
 command -v iptables >/dev/null || fail "no iptables (elastic-slurm-imds-guard)"
+[ -x /usr/sbin/sackd ] && [ -f /usr/lib/systemd/system/sackd.service ] || fail "no sackd (login nodes)"
+[ -f /etc/systemd/system/sackd.service.d/elastic-slurm.conf ] || fail "no sackd drop-in (login nodes)"
 echo "image valid: Slurm $version, plugin $("$prefix/venv/bin/pip" show elastic-slurm | sed -n 's/^Version: //p')"

@@ -38,6 +38,7 @@ def summary(config: ElasticSlurmConfig) -> list[str]:
         lines.append(
             f"  cluster {cluster.name} ({cluster.region}): {len(cluster.partitions)} partition(s), "
             f"{len(pools)} pool(s), {always_on} always-on / {most} max nodes"
+            + (f", {sum(p.count for p in cluster.login_nodes)} login node(s)" if cluster.login_nodes else "")
         )
     extras = [f"accounting={config.accounting.mode}"]
     if config.licenses:

@@ -1,8 +1,9 @@
-"""`elastic-slurm connect NAME --region R [--node NODE | --controller [N]] [--print]`: a shell on a cluster instance
-through AWS Systems Manager Session Manager — no SSH key, no inbound port.
+"""`elastic-slurm connect NAME --region R [--node NODE | --controller [N] | --login [POOL]] [--print]`: a shell on a
+cluster instance through AWS Systems Manager Session Manager — no SSH key, no inbound port.
 
 The target is the newest running controller (tags `elastic-slurm:cluster` = NAME and `elastic-slurm:role` =
-controller), controller N by its Name tag `NAME-controller-N`, or the running instance `--node` names (instance id,
+controller), controller N by its Name tag `NAME-controller-N`, the newest running login node (role `login`; of login
+pool POOL with `elastic-slurm:login-pool`), or the running instance `--node` names (instance id,
 private IP = Slurm's NodeAddr, `ip-…` host name or Name tag: elastic_slurm/cluster_instances.py). A stopped or
 terminated instance is never chosen. The command then execs `aws ssm start-session --target i-… --region R`, which
 needs the AWS CLI and the Session Manager plugin on PATH; `--print` only prints that command line. The instance
@@ -49,6 +50,13 @@ def register(sub: Any) -> None:
         metavar="N",
         help="controller N (0 primary, 1 backup); without N, or by default, the newest running controller",
     )
+    target.add_argument(
+        "--login",
+        nargs="?",
+        const="",
+        metavar="POOL",
+        help="the newest running login node (of login pool POOL): where users submit",
+    )
     connect.add_argument("--print", action="store_true", help="only print the aws command line")
     connect.add_argument(
         "--endpoint-url", metavar="URL", help="AWS endpoint of the lookup (default: $AWS_ENDPOINT_URL, else AWS)"
@@ -85,6 +93,8 @@ def run_connect(args: argparse.Namespace) -> int:
     try:
         if args.node:
             found = cluster_instances.node_instances(ec2, args.name, args.node, running)
+        elif args.login is not None:
+            found = cluster_instances.login_nodes(ec2, args.name, args.login or None, running)
         else:
             found = cluster_instances.controllers(ec2, args.name, index, running)
     except (ClientError, BotoCoreError) as exc:
@@ -113,6 +123,9 @@ def _nothing_running(args: argparse.Namespace, index: int | None) -> str:
     where = f"cluster {args.name} in {args.region}"
     if args.node:
         return f"--node: no running instance of {where} is {args.node}; {NODE_HINT}"
+    if args.login is not None:
+        pool = f" of login pool {args.login}" if args.login else ""
+        return f"--login: no running login node{pool} of {where} (clusters[].login_nodes, tag {TAG_ROLE}=login)"
     if index is not None:
         return f"--controller: no running controller of {where} is named {args.name}-controller-{index}"
     return f"no running controller of {where} (tags {TAG_CLUSTER}={args.name}, {TAG_ROLE}=controller)"

@@ -1,6 +1,6 @@
 """`elastic-slurm render FILE --out DIR`: write the slurm.conf fragment, gres.conf and runtime manifest of a cluster.
 
-Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slurm.conf), `gres.conf` (GPU pools only),
+Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slurm.conf), `gres.conf` (if any line),
 `manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
 file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
 With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that

@@ -1,4 +1,7 @@
-"""`elastic-slurm render-slurmdbd`: write slurmdbd.conf (mode 0600) from the accounting database's secret JSON."""
+"""`elastic-slurm render-slurmdbd`: write slurmdbd.conf (mode 0600) from the accounting database's secret JSON and,
+with `--config`, the config's `accounting.slurmdbd_settings` (the controller passes the config it applied,
+/etc/elastic-slurm/cluster.yaml: at boot, stacks/user_data.py, and at each config sync,
+assets/bootstrap/elastic-slurm-config-apply)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cluster_config import load
 from elastic_slurm.errors import UserError
 from slurm_plugin.render import overrides as render_overrides
 from slurm_plugin.render.dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
@@ -19,6 +23,7 @@ def register(sub: Any) -> None:
     cmd = sub.add_parser("render-slurmdbd", help="write slurmdbd.conf from the accounting secret (JSON)")
     cmd.add_argument("--secret-json", required=True, metavar="FILE", help="the secret's SecretString (RDS JSON)")
     cmd.add_argument("--dbd-host", required=True, help="host name slurmdbd runs on (DbdHost)")
+    cmd.add_argument("--config", metavar="FILE", help="cluster YAML whose accounting.slurmdbd_settings are merged in")
     cmd.add_argument("--out", required=True, metavar="FILE", help="where to write slurmdbd.conf")
     cmd.set_defaults(func=run)
 
@@ -33,9 +38,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--secret-json: not JSON: {exc.msg}") from None
     if not isinstance(secret, dict):
         raise UserError("--secret-json: expected a JSON object")
+    settings = load(args.config).accounting.slurmdbd_settings if args.config else {}
     try:
         paths = render_overrides.apply(DbdPaths(), render_overrides.load()["dbd"], "dbd")
-        text = render_slurmdbd_conf(secret, args.dbd_host, paths=paths)
+        text = render_slurmdbd_conf(secret, args.dbd_host, paths=paths, settings=settings)
     except (DbdConfigError, RenderError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.out)

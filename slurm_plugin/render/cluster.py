@@ -18,8 +18,10 @@ from cluster_config.slurm_settings import drop_replaced, merge_line_settings, ov
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
+from slurm_plugin.render.gres import gres_conf_lines
+from slurm_plugin.render.launch import custom_settings, launch_lines
 from slurm_plugin.render.manifest import RenderError, build_manifest
-from slurm_plugin.render.nodes import PoolNodes, gres_lines, node_lines, render_pool
+from slurm_plugin.render.nodes import PoolNodes, node_lines, render_pool
 
 __all__ = ["RenderError", "RenderOptions", "Rendered", "render_cluster"]
 
@@ -93,14 +95,16 @@ def render_cluster(
         "nodes": _text(_nodes(pools, ports)),
         "partitions": _text(_partitions(cluster, pools, federated=_federated(config, cluster))),
         "licenses": _text(_licenses(config, cluster)),
+        "launch": _text(launch_lines(cluster)),
     }
     if cluster.slurm_settings:  # the user's slurm.conf settings come last and replace the product's same keys
         fragments = {
             name: _text(drop_replaced(text.splitlines(), cluster.slurm_settings)) for name, text in fragments.items()
         }
-        custom = ["# ---- clusters[].slurm_settings of the config", *setting_lines(cluster.slurm_settings)]
+        # a user's LaunchParameters keeps the product's parameters (render/launch.py): Slurm keeps only the last line
+        custom = ["# ---- clusters[].slurm_settings of the config", *setting_lines(custom_settings(cluster))]
         fragments["custom"] = _text(custom)
-    gres = [line for _, nodes in pools for line in gres_lines(nodes)]
+    gres = gres_conf_lines(config, cluster, [nodes for _, nodes in pools])
     manifest = build_manifest(
         cluster,
         infra,

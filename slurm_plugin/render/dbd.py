@@ -1,13 +1,18 @@
 """slurmdbd.conf for production, from the accounting database's Secrets Manager secret (pure; no AWS call here).
 
 The controller boot script fetches the secret (RDS-generated JSON: host, port, username, password) and calls
-`elastic-slurm render-slurmdbd`, which writes this file with mode 0600 (slurmdbd refuses a readable one).
+`elastic-slurm render-slurmdbd`, which writes this file with mode 0600 (slurmdbd refuses a readable one). The config's
+`accounting.slurmdbd_settings` are merged in as the other custom settings are (cluster_config/slurm_settings.py): a key
+written here takes the user's value, any other key is added at the end; the keys that must not change are refused when
+the config is loaded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from cluster_config.slurm_settings import SettingValue, drop_replaced, setting_lines
 
 DEFAULT_STORAGE_LOC = "slurm_acct_db"
 # slurm.conf-style parsing: '#' starts a comment, whitespace ends a value, quotes are taken literally.
@@ -38,30 +43,36 @@ def _field(secret: dict[str, Any], key: str) -> str:
 
 
 def render_slurmdbd_conf(
-    secret: dict[str, Any], dbd_host: str, storage_loc: str = DEFAULT_STORAGE_LOC, paths: DbdPaths | None = None
+    secret: dict[str, Any],
+    dbd_host: str,
+    storage_loc: str = DEFAULT_STORAGE_LOC,
+    paths: DbdPaths | None = None,
+    settings: dict[str, SettingValue] | None = None,
 ) -> str:
-    """The slurmdbd.conf text for a database described by an RDS secret, served by slurmdbd on `dbd_host`."""
+    """The slurmdbd.conf text for a database described by an RDS secret, served by slurmdbd on `dbd_host`, with the
+    config's `accounting.slurmdbd_settings` merged in."""
     paths = paths or DbdPaths()
     host, port = _field(secret, "host"), _field(secret, "port")
     if not port.isdigit():
         raise DbdConfigError(f"secret: 'port' must be a number, got {port!r}")
     if not dbd_host or _UNSAFE & set(dbd_host):
         raise DbdConfigError(f"--dbd-host: not a host name: {dbd_host!r}")
-    return "\n".join(
-        [
-            "# slurmdbd.conf — written at boot by `elastic-slurm render-slurmdbd` from the accounting secret; mode 0600",
-            "AuthType=auth/munge",
-            f"DbdHost={dbd_host}",
-            f"DbdPort={paths.port}",
-            "SlurmUser=slurm",
-            f"LogFile={paths.log_file}",
-            f"PidFile={paths.pid_file}",
-            "StorageType=accounting_storage/mysql",
-            f"StorageHost={host}",
-            f"StoragePort={port}",
-            f"StorageUser={_field(secret, 'username')}",
-            f"StoragePass={_field(secret, 'password')}",
-            f"StorageLoc={storage_loc}",
-            "",
-        ]
-    )
+    custom = settings or {}
+    lines = [
+        "# slurmdbd.conf — written by `elastic-slurm render-slurmdbd` (database secret + config); mode 0600",
+        "AuthType=auth/munge",
+        f"DbdHost={dbd_host}",
+        f"DbdPort={paths.port}",
+        "SlurmUser=slurm",
+        f"LogFile={paths.log_file}",
+        f"PidFile={paths.pid_file}",
+        "StorageType=accounting_storage/mysql",
+        f"StorageHost={host}",
+        f"StoragePort={port}",
+        f"StorageUser={_field(secret, 'username')}",
+        f"StoragePass={_field(secret, 'password')}",
+        f"StorageLoc={storage_loc}",
+    ]
+    if custom:  # the user's settings come last and replace the product's same keys
+        lines = [*drop_replaced(lines, custom), "# accounting.slurmdbd_settings of the config", *setting_lines(custom)]
+    return "\n".join([*lines, ""])

@@ -1,8 +1,10 @@
 """Pure rendering of a cluster's nodes: NodeName lines (size, GPUs, features, weight) and gres.conf lines.
 
 A pool is sized from the instance cache. A pool with several instance types gets the SMALLEST size of them, so a job
-that fits the node fits whatever type is launched. Weight prefers cheap capacity: cheaper pools get lower weights
-(Slurm fills the lowest weight first); spot is cheaper than on-demand; without a price, a vCPU-based estimate is used.
+that fits the node fits whatever type is launched; a pool with `disable_hyperthreading` counts physical cores as CPUs
+(its nodes take their sibling threads offline at boot, assets/bootstrap/elastic-slurm-smt-off). Weight prefers cheap
+capacity: cheaper pools get lower weights (Slurm fills the lowest weight first); spot is cheaper than on-demand;
+without a price, a vCPU-based estimate is used.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class PoolNodes:
     weight: int
     weight_source: str
     settings: dict[str, SettingValue] = field(default_factory=dict)  # the pool's slurm_settings
+    gres_settings: dict[str, SettingValue] = field(default_factory=dict)  # the pool's gres_settings (gres.conf)
 
     @property
     def nodeset(self) -> str:
@@ -76,12 +79,13 @@ def real_memory_mib(nominal_mib: int) -> int:
     return max(1, nominal_mib - reserve)
 
 
-def pool_size(infos: list[InstanceTypeInfo], types: list[str]) -> PoolSize:
-    """The smallest size over a pool's types (CPUs, memory and GPUs each the minimum)."""
+def pool_size(infos: list[InstanceTypeInfo], types: list[str], one_thread_per_core: bool = False) -> PoolSize:
+    """The smallest size over a pool's types (CPUs, memory and GPUs each the minimum); CPUs are physical cores when
+    the pool's nodes run one thread per core."""
     gpus = min((i.gpus.count if i.gpus else 0) for i in infos)
     families = tuple(dict.fromkeys(t.split(".", 1)[0] for t in types))
     return PoolSize(
-        cpus=min(i.vcpus for i in infos),
+        cpus=min((i.physical_cores if one_thread_per_core else i.vcpus) for i in infos),
         real_memory=real_memory_mib(min(i.memory_mib for i in infos)),
         gpus=gpus,
         architecture=infos[0].architecture,
@@ -120,7 +124,7 @@ def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: Insta
     """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type)."""
     regions = pool_regions(cluster, pool)
     infos = [cache.find(t, regions) for t in pool.instance_types]
-    size = pool_size(infos, pool.instance_types)
+    size = pool_size(infos, pool.instance_types, pool.disable_hyperthreading)
     cost, source = pool_cost(pool, infos, pool_azs(cluster, pool))
     weight, source = (pool.weight, "set in config") if pool.weight is not None else (weight_of(cost), source)
     # A family is a feature only when every type of the pool has it: a constraint must hold on whatever launches.
@@ -137,6 +141,7 @@ def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: Insta
         weight=weight,
         weight_source=source,
         settings=dict(pool.slurm_settings),
+        gres_settings=dict(pool.gres_settings),
     )
 
 
@@ -163,9 +168,11 @@ def node_lines(nodes: PoolNodes, types: list[str], ports: dict[str, int] | None)
 
 
 def gres_lines(nodes: PoolNodes) -> Iterator[str]:
-    """gres.conf line of a GPU pool (NVIDIA device files /dev/nvidia0..N-1); nothing for CPU pools."""
+    """gres.conf line of a GPU pool (NVIDIA device files /dev/nvidia0..N-1, then its gres_settings); nothing for CPU
+    pools."""
     count = nodes.size.gpus
     if not count:
         return
     files = "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
-    yield f"NodeName={nodes.hostlist} Name=gpu File={files}"
+    pairs = [("NodeName", nodes.hostlist), ("Name", "gpu"), ("File", files)]
+    yield " ".join(merge_line_settings(pairs, nodes.gres_settings))

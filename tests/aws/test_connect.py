@@ -14,19 +14,23 @@ import pytest
 from elastic_slurm.cli import main
 from elastic_slurm.commands import connect_cmd
 from localcloud.emulated_aws import EmulatedAws
-from stacks.naming import TAG_CLUSTER, TAG_ROLE
+from stacks.naming import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_ROLE
 
 
 def _cluster() -> str:
     return f"conn-{uuid.uuid4().hex[:8]}"
 
 
-def _launch(aws: EmulatedAws, cluster: str, role: str, name: str | None = None) -> dict[str, Any]:
+def _launch(
+    aws: EmulatedAws, cluster: str, role: str, name: str | None = None, login_pool: str | None = None
+) -> dict[str, Any]:
     ec2 = aws.client("ec2")
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     tags = [{"Key": TAG_CLUSTER, "Value": cluster}, {"Key": TAG_ROLE, "Value": role}]
     if name:
         tags.append({"Key": "Name", "Value": name})
+    if login_pool:
+        tags.append({"Key": TAG_LOGIN_POOL, "Value": login_pool})
     spec = [{"ResourceType": "instance", "Tags": tags}]
     return dict(ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, TagSpecifications=spec)["Instances"][0])
 
@@ -83,6 +87,28 @@ def test_a_node_is_found_by_instance_id_private_ip_host_name_or_name_tag(
         assert capsys.readouterr().out == _line(node["InstanceId"])
     assert _connect(aws, cluster, "--node", f"{cluster}-controller-0") == 0
     assert capsys.readouterr().out == _line(controller["InstanceId"])
+
+
+def test_a_login_node_is_the_newest_running_one_of_the_cluster_or_of_its_pool(
+    aws: EmulatedAws, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = _cluster()
+    _launch(aws, cluster, "controller", f"{cluster}-controller-0")
+    users = _launch(aws, cluster, "login", login_pool="users")["InstanceId"]
+    time.sleep(1.1)  # EC2 launch times have a one-second resolution
+    gpu = _launch(aws, cluster, "login", login_pool="viz")["InstanceId"]
+    _launch(aws, _cluster(), "login", login_pool="users")  # another cluster's
+    assert _connect(aws, cluster, "--login") == 0
+    assert capsys.readouterr().out == _line(gpu)
+    assert _connect(aws, cluster, "--login", "users") == 0
+    assert capsys.readouterr().out == _line(users)
+    aws.client("ec2").terminate_instances(InstanceIds=[users])
+    assert _connect(aws, cluster, "--login", "users") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"elastic-slurm connect: --login: no running login node of login pool users of cluster {cluster} in us-east-1 "
+        f"(clusters[].login_nodes, tag {TAG_ROLE}=login)"
+    )
 
 
 def test_no_running_instance_is_one_line_and_exit_2(aws: EmulatedAws, capsys: pytest.CaptureFixture[str]) -> None:

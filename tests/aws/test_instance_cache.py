@@ -33,6 +33,9 @@ def test_refresh_queries_each_region_once_and_caches_the_config_types(aws: Emula
     }
     graviton = cache.get("us-west-2", "c7g.xlarge")
     assert (graviton.vcpus, graviton.memory_mib, graviton.architecture, graviton.gpus) == (4, 8192, "arm64", None)
+    # physical cores and threads per core (a pool's disable_hyperthreading): moto answers VCpuInfo as EC2 does
+    assert (graviton.cores, graviton.threads_per_core) == (4, 1)
+    assert (cache.get("us-east-1", "c7i.xlarge").cores, cache.get("us-east-1", "c7i.xlarge").threads_per_core) == (2, 2)
     assert graviton.prices.on_demand is None
     assert graviton.prices.spot and all(az.startswith("us-west-2") for az in graviton.prices.spot)
 

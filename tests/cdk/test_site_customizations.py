@@ -17,7 +17,11 @@ from tests.cdk.conftest import Assembly
 pytestmark = pytest.mark.cdk
 
 CONFIG = "site-customized"
-SCRIPTS = ["arn:aws:s3:::site-bucket/compute/agent.sh", "arn:aws:s3:::site-bucket/controller/register.sh"]
+SCRIPTS = [
+    "arn:aws:s3:::site-bucket/compute/agent.sh",
+    "arn:aws:s3:::site-bucket/controller/register.sh",
+    "arn:aws:s3:::site-bucket/login/motd.sh",
+]
 
 
 def _resources(assemblies: dict[str, Assembly], kind: str) -> dict[str, dict[str, Any]]:
@@ -60,6 +64,8 @@ def test_each_role_gets_the_operators_managed_policies(assemblies: dict[str, Ass
     assert "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" in managed["Controller"]
     assert "arn:aws:iam::111122223333:policy/site-read-datasets" in managed["Compute"]
     assert "arn:aws:iam::111122223333:policy/site-read-datasets" not in managed["Controller"]
+    assert "arn:aws:iam::111122223333:policy/site-login-tools" in managed["Login"]
+    assert "arn:aws:iam::111122223333:policy/site-login-tools" not in managed["Compute"]
 
 
 def test_nodes_may_read_exactly_the_custom_action_scripts(assemblies: dict[str, Assembly]) -> None:
@@ -70,7 +76,7 @@ def test_nodes_may_read_exactly_the_custom_action_scripts(assemblies: dict[str, 
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if s.get("Sid") == "ReadCustomActionScripts"
     ]
-    assert len(reads) == 2  # the controller's role and the compute role
+    assert len(reads) == 3  # the controller's, the compute and the login role
     assert all(s["Action"] == "s3:GetObject" and sorted(s["Resource"]) == SCRIPTS for s in reads)
 
 
@@ -81,3 +87,10 @@ def test_the_actions_reach_each_nodes_user_data(assemblies: dict[str, Assembly])
     controller = _user_data_actions(_launch_template(assemblies, "ControllerLt"))
     assert controller["on_node_configured"] == [{"script": "s3://site-bucket/controller/register.sh", "args": ["site"]}]
     assert "ES_ACTIONS=" not in json.dumps(_launch_template(assemblies, "Ltmlp5")["UserData"])
+
+
+def test_only_the_pool_without_hyperthreading_turns_its_threads_off_at_boot(assemblies: dict[str, Assembly]) -> None:
+    # ES_SMT_OFF=1 in the env file: the compute user data then runs elastic-slurm-smt-off before slurmd
+    assert "ES_SMT_OFF=1" in json.dumps(_launch_template(assemblies, "Ltcpuc7i")["UserData"])
+    for other in ("Ltmlp5", "ControllerLt"):
+        assert "ES_SMT_OFF=1" not in json.dumps(_launch_template(assemblies, other)["UserData"]), other

@@ -41,7 +41,15 @@ def test_boot_values_with_quotes_are_rejected() -> None:
     with pytest.raises(ValueError, match="ES_X"):
         boot_commands("compute", {"ES_X": "it's"})
     with pytest.raises(ValueError, match="role"):
-        boot_commands("login", {})
+        boot_commands("bastion", {})
+
+
+def test_login_boot_starts_sackd_configless_and_no_slurm_daemon() -> None:
+    lines = boot_commands("login", {"ES_CLUSTER": "c1", "ES_LOGIN_POOL": "users"})
+    assert "systemctl enable --now sackd" in lines
+    assert lines[-1].startswith('echo "elastic-slurm boot: login node')
+    script = "\n".join(lines)
+    assert "node-bootstrap" not in script and "enable --now slurmctld" not in script
 
 
 def test_gpu_and_graviton_pools_get_their_own_image_flavors() -> None:

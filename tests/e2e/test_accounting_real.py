@@ -112,7 +112,7 @@ def dbd() -> Iterator[Dbd]:
     for path in (layout.state / "slurmctld", layout.slurm_run, layout.log):
         path.mkdir(exist_ok=True)
         os.chown(path, slurm.uid, slurm.gid)
-    ports = conf.Ports(aws=0, mysql=free_port(), slurmctld=free_port(), slurmdbd=free_port(), slurmd_base=0)
+    ports = conf.Ports(aws=0, mysql=free_port(), slurmctld=free_port(), slurmdbd=free_port(), slurmd_base=0, sackd=0)
     layout.my_cnf.write_text(conf.my_cnf(layout, ports))
     layout.slurmdbd_conf.write_text(conf.slurmdbd_conf(layout, ports, "acct-test"))
     os.chmod(layout.slurmdbd_conf, 0o600)

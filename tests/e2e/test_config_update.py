@@ -7,6 +7,7 @@ the plugin's manifest, a job placed on a new node gets an instance of that pool,
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from cluster_config import load
-from localcloud import controller_boot
+from localcloud import controller_boot, procs
 from localcloud.cloud import LocalCloud
 from slurm_plugin.manifest import Manifest
 from tests.e2e.conftest import CONFIG, module_cloud
@@ -118,6 +119,7 @@ def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalC
     log = _run_sync_unit(cloud)
 
     assert f"applied {url} (reconfigured)" in log
+    assert "slurmdbd restarted" not in log  # its settings did not change: slurmdbd.conf is the same
     nodes = cloud.nodes()
     assert {"cpu-big-5", "cpu-big-6"} <= set(nodes) and "cpu-big-7" not in nodes
     assert len(nodes) == len(nodes_before) + 2
@@ -132,3 +134,25 @@ def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalC
     assert record.state == "COMPLETED" and record.nodes == "cpu-big-6", record
     assert cloud.instance_of_node("cpu-big-6").pool == "cpu-big"
     cloud.slurm("scancel", running)
+
+
+def test_a_slurmdbd_settings_edit_restarts_slurmdbd_on_the_new_slurmdbd_conf(cloud: LocalCloud) -> None:
+    before = procs.read_pid(cloud.layout.pid_file("slurmdbd"))
+    path = Path(cloud.info().config_path)
+    data = yaml.safe_load(path.read_text())
+    data["accounting"]["slurmdbd_settings"] = {"PurgeTXNAfter": "6months"}
+    path.write_text(yaml.safe_dump(data))
+    aws = cloud.aws()
+    url = controller_boot.deploy_config(lambda s, r: aws.client(s, r), load(path).clusters[0], path)
+    log_size = (cloud.layout.run / "units" / f"{SYNC_UNIT}.log").stat().st_size
+
+    log = _run_sync_unit(cloud)[log_size:]
+
+    assert "slurmdbd restarted with the new slurmdbd.conf" in log and f"applied {url} (reconfigured)" in log
+    shown = cloud.slurm("sacctmgr", "show", "configuration")
+    assert re.search(r"^\s*PurgeTXNAfter\s*=\s*6 months?\s*$", shown, re.MULTILINE), shown
+    after = procs.read_pid(cloud.layout.pid_file("slurmdbd"))
+    assert after is not None and after != before
+    # slurmctld still talks to it: a job's record reaches the database
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-p", "cpu", "-N1", wrap="true")], timeout=120)
+    assert record.state == "COMPLETED", record

@@ -50,6 +50,27 @@ def test_a_node_runs_its_pools_s3_action_then_its_job(cloud: LocalCloud) -> None
     assert "hello from-s3 from " in log
     assert "elastic-slurm: custom action 1/1 of on_node_start (s3://es-actions-e2e/hello.sh): done" in log
     assert log.index("hello from-s3") < log.index("slurmd")  # before slurmd started
+    # disable_hyperthreading: one thread per core before slurmd started (in the instance's copy of the host's CPU tree,
+    # localcloud/fake_sysfs.py), and Slurm counts c7i.large's one core as the node's CPUs
+    assert "elastic-slurm-smt-off: " in log and log.index("elastic-slurm-smt-off: ") < log.index("slurmd")
+    tree = cloud.layout.machine_dir(instance.instance_id) / "run" / "elastic-slurm-sysfs-cpu"
+    for siblings in tree.glob("cpu*/topology/thread_siblings_list"):
+        core = _cpus(siblings.read_text())
+        assert sum(_online(tree / f"cpu{cpu}") for cpu in core) == 1, core
+    assert "CPUTot=1 " in cloud.slurm("scontrol", "show", "node", record.nodes)
+
+
+def _cpus(text: str) -> list[int]:
+    """A sysfs CPU list (0-1,4) as numbers."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
+def _online(cpu: Path) -> bool:
+    return not (cpu / "online").exists() or (cpu / "online").read_text().strip() == "1"
 
 
 def test_a_failing_action_fails_the_boot_and_the_instance_is_terminated(cloud: LocalCloud) -> None:

@@ -9,6 +9,7 @@ from slurmctld with no slurm.conf on their own disk.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,7 @@ def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: Lo
         **pool_values("cpu", load(info.config_path).cluster("local").partitions[0].pools[0]),
     }
     assert instance.pool == "cpu-small" and values["ES_POOL"] == "cpu-small"
-    assert (machine / "run" / "user-data").read_text() == BootData(values).compute_user_data()
+    assert (machine / "run" / "user-data").read_text() == BootData(values).user_data()
     # munge key from the emulated Secrets Manager, as the controller's; its own munged
     assert (machine / "etc-munge" / "munge.key").read_bytes() == cloud.layout.munge_key.read_bytes()
     assert (machine / "run" / "munge" / "munged.pid").exists()
@@ -255,6 +256,12 @@ def test_the_controller_boots_from_the_controller_user_data_of_the_stacks(cloud:
         "is up"
     )
     assert cloud.info().cluster in cloud.slurm("sacctmgr", "-n", "-P", "show", "cluster", "format=cluster").split()
+
+
+def test_slurmdbd_runs_with_the_configs_slurmdbd_settings(cloud: LocalCloud) -> None:
+    # local-demo.yaml's accounting.slurmdbd_settings: the boot's render-slurmdbd wrote them, slurmdbd reports them
+    shown = cloud.slurm("sacctmgr", "show", "configuration")
+    assert re.search(r"^\s*PurgeTXNAfter\s*=\s*12 months?\s*$", shown, re.MULTILINE), shown
 
 
 def test_a_failing_controller_boot_step_fails_local_up_with_the_reason_it_signals(

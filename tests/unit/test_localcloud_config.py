@@ -47,7 +47,7 @@ def test_remote_regions_get_their_own_loopback_vpc() -> None:
 
 def test_local_overrides_change_only_ports_paths_cgroup_and_timers_of_the_production_render(tmp_path: Path) -> None:
     layout = Layout(tmp_path)
-    overrides = render_overrides(layout, Ports(1, 2, 3, 4, 5))
+    overrides = render_overrides(layout, Ports(1, 2, 3, 4, 5, 6))
     config = load(EXAMPLES / "local-demo.yaml")
     plain = BaseSettings(controller_hosts=("ip-127-16-0-4(127.16.0.4)",), slurmdbd_host="127.16.0.4")
     settings = apply(plain, overrides["base"], "base")
@@ -57,7 +57,7 @@ def test_local_overrides_change_only_ports_paths_cgroup_and_timers_of_the_produc
     assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in lines
     assert "AuthInfo=cred_expire=20" in lines and "SlurmdTimeout=20" in lines
     assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
-    assert {"SlurmctldPort=3", "SlurmdPort=5", "AccountingStoragePort=4"} <= set(lines)
+    assert {"SlurmctldPort=3", "SlurmdPort=6", "AccountingStoragePort=4"} <= set(lines)
     assert f"SlurmdPidFile={layout.run}/slurmd-%n.pid" in lines
     # configless ships an included file only when it sits beside slurm.conf and is named relatively
     assert lines[-1] == "Include slurm-elastic.conf" == production[-1]

@@ -51,3 +51,11 @@ def test_terminated_or_vanished_booted_instances_are_stopped_once() -> None:
 
 def test_instances_already_ended_when_first_seen_are_ignored() -> None:
     assert decide([_inst("i-9", "terminated")], {}, Control(), 0, now=0.0, draw={}).actions == []
+
+
+def test_a_login_node_never_takes_a_requested_or_random_boot_failure() -> None:
+    login = Observed("i-9", "running", "127.16.0.5", "us-east-1", "us-east-1a", "c7i.large", login_pool="users")
+    result = decide([login, _inst("i-1")], {}, Control(fail_boots=1, boot_failure_rate=1.0), 0, now=0.0, draw={})
+    # failures stand for a broken compute image under the plugin's launches: the compute instance takes it
+    assert [(a.instance_id, a.fail) for a in result.actions] == [("i-9", False), ("i-1", True)]
+    assert result.requested_failures_used == 1

@@ -16,10 +16,20 @@ NodeName=cpu-small-3 Arch=x86_64 NodeAddr=127.16.0.4 NodeHostName=cpu-small-3 St
 """
 
 
+def _answers(tmp_path: Path) -> str:
+    """Shell lines of a fake scontrol: `show config` prints config.txt, anything else the node lines."""
+    return (
+        f'if [ "$1 $2" = "show config" ]; then cat {tmp_path / "config.txt"}; else cat {tmp_path / "nodes.txt"}; fi\n'
+    )
+
+
 def _fakes(tmp_path: Path, nodes: str) -> dict[str, str]:
     (tmp_path / "nodes.txt").write_text(nodes)
+    (tmp_path / "config.txt").write_text(
+        "LaunchParameters        = (null)\nSlurmdSpoolDir          = /var/spool/slurmd\n"
+    )
     scontrol = tmp_path / "scontrol"
-    scontrol.write_text(f"#!/bin/sh\ncat {tmp_path / 'nodes.txt'}\n")
+    scontrol.write_text("#!/bin/sh\n" + _answers(tmp_path))
     slurmd = tmp_path / "slurmd"
     slurmd.write_text('#!/bin/sh\necho "slurmd $*"\n')
     for path in (scontrol, slurmd):
@@ -70,7 +80,7 @@ def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: P
     env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5"}
     del env["SLURM_CONF"]
     (tmp_path / "scontrol").write_text(
-        f'#!/bin/sh\ncat "$SLURM_CONF" > {tmp_path / "seen.conf"}\ncat {tmp_path / "nodes.txt"}\n'
+        f'#!/bin/sh\ncat "$SLURM_CONF" > {tmp_path / "seen.conf"}\n' + _answers(tmp_path)
     )
     env |= {
         "ELASTIC_SLURM_CONF_SERVER": "ctl-a:6817,ctl-b:6817",
@@ -87,3 +97,74 @@ def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: P
         "SlurmctldPort=6817",
         "AuthType=auth/munge",
     ]
+
+
+# ---- nss_slurm (clusters[].nss_slurm): the bootstrap reads LaunchParameters and SlurmdSpoolDir from slurmctld
+NSSWITCH = "# /etc/nsswitch.conf\n\npasswd:         files\ngroup:          files\nshadow:         files\nhosts:          files dns\n"
+SHOW_CONFIG = """Configuration data as of 2026-01-01T00:00:00
+LaunchParameters        = {params}
+SlurmdSpoolDir          = {spool}/%n
+SlurmdUser              = root(0)
+
+Slurmctld(primary) at 127.16.0.4 is DOWN
+"""
+
+
+def _nss_fakes(tmp_path: Path, params: str, libnss: bool = True) -> dict[str, str]:
+    env = _fakes(tmp_path, NODES)
+    (tmp_path / "config.txt").write_text(SHOW_CONFIG.format(params=params, spool=tmp_path / "spool"))
+    # scontrol's exit status is its closing controller ping's, which fails through the bootstrap's minimal client config
+    (tmp_path / "scontrol").write_text("#!/bin/sh\n" + _answers(tmp_path) + '[ "$1 $2" != "show config" ]\n')
+    cache = "\tlibnss_slurm.so.2 (libc6,x86-64) => /lib/libnss_slurm.so.2\\n" if libnss else ""
+    ldconfig = tmp_path / "ldconfig"
+    ldconfig.write_text(
+        f"#!/bin/sh\nprintf '1 libs found in cache\\n\tlibc.so.6 (libc6,x86-64) => /lib/libc.so.6\\n{cache}'\n"
+    )
+    ldconfig.chmod(0o755)
+    (tmp_path / "nsswitch.conf").write_text(NSSWITCH)
+    return {
+        **env,
+        "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5",
+        "ELASTIC_SLURM_NSS_SLURM_CONF": str(tmp_path / "nss_slurm.conf"),
+        "ELASTIC_SLURM_NSSWITCH": str(tmp_path / "nsswitch.conf"),
+        "ELASTIC_SLURM_LDCONFIG": str(ldconfig),
+    }
+
+
+def test_with_enable_nss_slurm_the_node_names_itself_and_its_spool_and_puts_slurm_first(tmp_path: Path) -> None:
+    env = _nss_fakes(tmp_path, "slurmstepd_memlock,enable_nss_slurm")
+    for _ in range(2):  # a second boot of the same disk changes nothing more
+        result = _run(env)
+        assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+    conf = (tmp_path / "nss_slurm.conf").read_text().splitlines()
+    assert conf[1:] == ["NodeName=cpu-small-2", f"SlurmdSpoolDir={tmp_path / 'spool' / 'cpu-small-2'}"]
+    assert (tmp_path / "spool" / "cpu-small-2").is_dir()
+    switch = (tmp_path / "nsswitch.conf").read_text()
+    assert switch == NSSWITCH.replace("passwd:         files", "passwd:         slurm files").replace(
+        "group:          files", "group:          slurm files"
+    )
+
+
+def test_without_enable_nss_slurm_the_name_service_is_left_alone(tmp_path: Path) -> None:
+    env = _nss_fakes(tmp_path, "(null)")
+    assert _run(env).stdout.startswith("slurmd -D -N cpu-small-2")
+    assert (tmp_path / "nsswitch.conf").read_text() == NSSWITCH
+    assert not (tmp_path / "nss_slurm.conf").exists()
+
+
+def test_an_image_without_libnss_slurm_keeps_its_nsswitch_and_says_why(tmp_path: Path) -> None:
+    env = _nss_fakes(tmp_path, "enable_nss_slurm", libnss=False)
+    result = _run(env)
+    assert result.stdout.startswith("slurmd -D -N cpu-small-2")
+    assert (tmp_path / "nsswitch.conf").read_text() == NSSWITCH
+    assert "no libnss_slurm.so.2" in result.stderr
+
+
+def test_a_config_slurmctld_does_not_give_fails_the_boot_within_the_bound(tmp_path: Path) -> None:
+    env = {**_nss_fakes(tmp_path, "enable_nss_slurm"), "ELASTIC_SLURM_NODE_WAIT": "1"}
+    (tmp_path / "scontrol").write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "show config" ] && exit 1\ncat {tmp_path / "nodes.txt"}\n'
+    )
+    result = _run(env)
+    assert result.returncode == 5 and result.stdout == ""
+    assert "cannot read the cluster's config from slurmctld" in result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cluster_config import load
-from slurm_plugin.instance_cache import CACHE_SCHEMA_VERSION, CacheError, load_cache, write_cache
+from slurm_plugin.instance_cache import CACHE_SCHEMA_VERSION, CacheError, InstanceTypeInfo, load_cache, write_cache
 from slurm_plugin.instance_cache_aws import latest_spot_prices, on_demand_price, type_info_from_api, types_by_region
 from tests.unit.cache_fixture import FIXTURE, GENERATED_AT, fixture_cache
 
@@ -31,6 +31,20 @@ def test_gpu_type_keeps_count_maker_name_and_efa() -> None:
 def test_graviton_type_is_arm64_without_gpus() -> None:
     info = type_info_from_api(_api_item("c7g.xlarge"))
     assert (info.vcpus, info.architecture, info.gpus, info.efa) == (4, "arm64", None, False)
+
+
+def test_cores_and_threads_per_core_come_from_vcpu_info() -> None:
+    intel, graviton = type_info_from_api(_api_item("c7i.2xlarge")), type_info_from_api(_api_item("c7g.xlarge"))
+    assert (intel.cores, intel.threads_per_core, intel.physical_cores) == (4, 2, 4)
+    assert (graviton.cores, graviton.threads_per_core, graviton.physical_cores) == (4, 1, 4)
+
+
+def test_an_entry_written_before_cores_were_recorded_guesses_them_low() -> None:
+    # a too-high CPUs= would have Slurm drain the node; vCPUs / 2 on x86, all vCPUs on arm64 (no SMT on Graviton)
+    old = {"vcpus": 8, "memory_mib": 16384, "architecture": "x86_64"}
+    assert InstanceTypeInfo.model_validate(old).physical_cores == 4
+    assert InstanceTypeInfo.model_validate({**old, "architecture": "arm64"}).physical_cores == 8
+    assert InstanceTypeInfo.model_validate({**old, "vcpus": 1}).physical_cores == 1
 
 
 def test_latest_spot_price_per_az_wins_over_older_entries() -> None:

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from cluster_config import ConfigInvalid, load, parse
-from cluster_config.slurm_settings import CGROUP_OWNED, CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED
+from cluster_config.slurm_settings import (
+    CGROUP_OWNED,
+    CLUSTER_OWNED,
+    DBD_OWNED,
+    GRES_OWNED,
+    GRES_POOL_OWNED,
+    PARTITION_OWNED,
+    POOL_OWNED,
+)
 from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
 from slurm_plugin.render.cluster import render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
@@ -123,6 +131,21 @@ def test_without_settings_nothing_changes() -> None:
             "clusters[0].cgroup_settings",
             "key 'CgroupPlugin' is set by elastic-slurm (the images pick the cgroup plugin (autodetect))",
         ),
+        (
+            {"gres_settings": {"Cores": "0-3"}},
+            "clusters[0].gres_settings",
+            "key 'Cores' is set by elastic-slurm (a GPU line's key: set pools[].gres_settings)",
+        ),
+        (
+            {"pool__gres_settings": {"file": "/dev/nvidia0"}},
+            "clusters[0].partitions[0].pools[0].gres_settings",
+            "key 'file' is set by elastic-slurm (the NVIDIA device files follow the instance type's GPU count)",
+        ),
+        (
+            {"pool__gres_settings": {"Flags": "nvidia_gpu_env explicit"}},
+            "clusters[0].partitions[0].pools[0].gres_settings",
+            "key 'Flags': value 'nvidia_gpu_env explicit' has a space, quote, '#' or backslash, which Slurm would split",
+        ),
     ],
 )
 def test_owned_keys_are_refused_with_one_line_naming_the_key(changes: dict[str, Any], path: str, message: str) -> None:
@@ -133,7 +156,7 @@ def test_owned_keys_are_refused_with_one_line_naming_the_key(changes: dict[str, 
 
 def test_every_owned_key_is_listed_in_the_docs() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "custom-settings.md").read_text(encoding="utf-8")
-    for table in (CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED, CGROUP_OWNED):
+    for table in (CLUSTER_OWNED, PARTITION_OWNED, POOL_OWNED, CGROUP_OWNED, GRES_OWNED, GRES_POOL_OWNED, DBD_OWNED):
         for key, reason in table.items():
             assert f"| `{key}` | {reason} |" in text, key
 
@@ -179,3 +202,36 @@ def test_slurm_values_in_yaml_stay_as_written(tmp_path: Path) -> None:
     (line,) = [x for x in out.fragments["partitions"].splitlines() if x.startswith("PartitionName=")]
     assert {"MaxTime=60:00", "DefaultTime=30:00", "ExclusiveUser=NO", "LLN=yes"} <= set(line.split())
     assert config.cluster("small").partitions[0].pools[0].max_nodes == 10
+
+
+# ---- clusters[].nss_slurm: LaunchParameters=enable_nss_slurm, kept when the user sets LaunchParameters too
+def test_nss_slurm_renders_enable_nss_slurm_in_launch_parameters() -> None:
+    out, base, _ = rendered(nss_slurm=True)
+    assert "LaunchParameters=enable_nss_slurm" in out.slurm_conf.splitlines()
+    assert "LaunchParameters" not in base
+    off, _, _ = rendered()
+    assert "LaunchParameters" not in off.slurm_conf
+
+
+@pytest.mark.parametrize(
+    ("users", "line"),
+    [
+        (
+            "slurmstepd_memlock,use_interactive_step",
+            "LaunchParameters=slurmstepd_memlock,use_interactive_step,enable_nss_slurm",
+        ),
+        ("Enable_NSS_Slurm,test_exec", "LaunchParameters=Enable_NSS_Slurm,test_exec"),
+    ],
+)
+def test_a_users_launch_parameters_keep_the_products_enable_nss_slurm(users: str, line: str) -> None:
+    out, _, _ = rendered(nss_slurm=True, slurm_settings={"LaunchParameters": users})
+    launch = [x for x in out.slurm_conf.splitlines() if x.lower().startswith("launchparameters=")]
+    # one line (Slurm keeps only the last), the user's, written last, with the product's parameter appended once
+    assert launch == [line]
+    assert out.slurm_conf.splitlines()[-1] == line
+
+
+def test_without_nss_slurm_a_users_launch_parameters_are_written_as_they_are() -> None:
+    out, _, _ = rendered(slurm_settings={"launchparameters": "use_interactive_step"})
+    assert out.slurm_conf.splitlines()[-1] == "launchparameters=use_interactive_step"
+    assert "enable_nss_slurm" not in out.slurm_conf
