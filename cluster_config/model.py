@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from cluster_config import model_site, slurm_release, slurm_syntax
-from cluster_config.model_access import LoginPool
+from cluster_config.model_access import Directory, LoginPool
 from cluster_config.model_accounting import Accounting
 from cluster_config.model_base import (
     AZ_PATTERN,
@@ -68,6 +68,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
     "CapacityReservation",
     "CustomAction",
     "CustomActions",
+    "Directory",
     "EfsStorage",
     "ExistingNetwork",
     "ExistingSubnet",
@@ -288,6 +289,9 @@ class Cluster(StrictModel):
     partitions: list[Partition] = Field(min_length=1, description="Slurm partitions.")
     login_nodes: list[LoginPool] = Field(
         default_factory=list, description="Login node pools (users log in and submit there; docs/login-nodes.md)."
+    )
+    directory: Directory | None = Field(
+        default=None, description="Users and groups from your LDAP directory through SSSD (docs/users.md)."
     )
     preemption: Preemption = Field(default_factory=Preemption, description="Preemption policy.")
     health_checks: HealthChecks = Field(default_factory=HealthChecks, description="Health checks.")

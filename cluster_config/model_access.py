@@ -1,10 +1,11 @@
-"""The config model's access section: login nodes, where users log in and submit jobs (docs/login-nodes.md)."""
+"""The config model's access section: login nodes, where users log in and submit jobs (docs/login-nodes.md), and the
+site's directory their accounts come from (docs/users.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cluster_config.model_base import INSTANCE_TYPE_PATTERN, NAME_PATTERN, SECURITY_GROUP_PATTERN, StrictModel
 from cluster_config.model_site import CustomActions
@@ -35,3 +36,66 @@ class LoginPool(StrictModel):
         "they also get the cluster's SSH group (clusters[].ssh_allowed_cidrs).",
     )
     custom_actions: CustomActions = Field(default_factory=CustomActions, description="Boot scripts of the login nodes.")
+
+
+# sssd.conf domain options the product writes from the fields above (or needs as they are)
+DIRECTORY_OWNED = {
+    "id_provider": "the domain is an LDAP domain",
+    "auth_provider": "the domain is an LDAP domain",
+    "ldap_uri": "set directory.ldap_uri",
+    "ldap_search_base": "set directory.search_base",
+    "ldap_schema": "set directory.ldap_schema",
+    "ldap_default_bind_dn": "set directory.bind_dn",
+    "ldap_default_authtok_type": "set directory.bind_password_secret_arn",
+    "ldap_default_authtok": "set directory.bind_password_secret_arn (never a password in the config)",
+    "ldap_tls_reqcert": "set directory.tls_reqcert",
+}
+
+
+class Directory(StrictModel):
+    """Users and groups from the site's LDAP directory (OpenLDAP, 389 DS, FreeIPA's LDAP, Active Directory's LDAP),
+    resolved on every node by SSSD (docs/users.md): no local accounts for your users in the images."""
+
+    ldap_uri: list[Annotated[str, Field(pattern=r"^ldaps?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?/?$")]] = Field(
+        min_length=1,
+        description="LDAP servers in order of preference, e.g. ldaps://ldap.example.com (ldaps:// or "
+        "ldap:// with StartTLS in domain_settings for anything but a lab).",
+    )
+    search_base: str = Field(
+        pattern=r"^[A-Za-z]+=[^,\n]+(,[A-Za-z]+=[^,\n]+)*$",
+        description="Base DN of users and groups, e.g. dc=example,dc=com.",
+    )
+    ldap_schema: Literal["rfc2307", "rfc2307bis", "ad"] = Field(
+        default="rfc2307",
+        description="Group membership schema: rfc2307 (memberUid), rfc2307bis (member DNs) or ad (Active Directory).",
+    )
+    bind_dn: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z]+=[^,\n]+(,[A-Za-z]+=[^,\n]+)*$",
+        description="DN the nodes bind as (a read-only account); none: anonymous binds.",
+    )
+    bind_password_secret_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$",
+        description="Secrets Manager secret whose SecretString is the bind DN's password (read by the nodes at boot; "
+        "their roles may read exactly this secret).",
+    )
+    tls_reqcert: Literal["demand", "hard", "allow", "try", "never"] = Field(
+        default="demand", description="SSSD ldap_tls_reqcert: how the server's certificate is checked."
+    )
+    domain_settings: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str | int | bool] = Field(
+        default_factory=dict,
+        description="Extra options of SSSD's domain section (sssd-ldap(5)), e.g. ldap_id_use_start_tls: true, "
+        "ldap_user_search_base: ou=people,dc=example,dc=com; the options above are refused here.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Directory:
+        if (self.bind_dn is None) != (self.bind_password_secret_arn is None):
+            raise ValueError("bind_dn and bind_password_secret_arn go together (or neither, for anonymous binds)")
+        for key, value in self.domain_settings.items():
+            if key in DIRECTORY_OWNED:
+                raise ValueError(f"domain_settings: key '{key}' is set by elastic-slurm ({DIRECTORY_OWNED[key]})")
+            if "\n" in str(value):
+                raise ValueError(f"domain_settings: key '{key}': a value is one line")
+        return self

@@ -188,6 +188,19 @@ RULES: tuple[Rule, ...] = (
         _NONE,
         "managed policies are attached to the roles in place",
     ),
+    # ---- the site's directory: an SSM parameter every node reads at boot (stacks/cluster.py, elastic-slurm-directory)
+    Rule(
+        f"{_C}.directory",
+        _CONTROLLERS,
+        "added or removed: every node's user data names (or stops naming) the directory parameter",
+    ),
+    Rule(
+        f"{_C}.directory.{{ldap_uri[],search_base,ldap_schema,bind_dn,bind_password_secret_arn,tls_reqcert,"
+        "domain_settings.<key>}",
+        _DRAIN,
+        "the directory parameter changes in place; nodes read it at boot: on controllers and login nodes run "
+        "/opt/elastic-slurm/bin/elastic-slurm-directory (re-reads it, restarts sssd), drain pools to roll it out",
+    ),
     # ---- login nodes: one Auto Scaling group per login pool (stacks/login_nodes.py)
     Rule(
         f"{_C}.login_nodes[]",

@@ -24,6 +24,7 @@ from elastic_slurm.commands import (
     logs_cmd,
     render_cmd,
     slurmdbd_cmd,
+    sssd_cmd,
     status_cmd,
     synth_cmd,
 )
@@ -34,6 +35,7 @@ COMMAND_MODULES = [
     configure_cmd,
     render_cmd,
     slurmdbd_cmd,
+    sssd_cmd,
     cache_cmd,
     synth_cmd,
     local_cmd,

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import boot_data, cloud_iam, conf, controller_boot, daemons, enter, machines, procs, slurm_root
+from localcloud import (
+    boot_data,
+    cloud_iam,
+    conf,
+    controller_boot,
+    daemons,
+    directory,
+    enter,
+    machines,
+    procs,
+    slurm_root,
+)
 from localcloud.aws_setup import create_infra, plan_networks
 from localcloud.emulated_aws import EmulatedAws, free_port
 from localcloud.iam import Credentials
@@ -37,9 +49,11 @@ from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.login_nodes import create_login_groups
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from slurm_plugin.instance_cache import CacheError
+from slurm_plugin.render import sssd
 from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
-from stacks.user_data import login_values, pool_values
+from stacks.naming import directory_parameter
+from stacks.user_data import directory_values, login_values, pool_values
 
 LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
@@ -56,7 +70,9 @@ DAEMONS: list[tuple[str, str]] = [
     ("slurmctld", "slurmctld"),
     ("slurmdbd", "slurmdbd"),
     ("mariadbd", "mariadbd"),
+    ("slapd", "slapd"),
     ("munged", "munged"),
+    ("sssd", "sssd"),
     ("emulated-aws", "localcloud.emulated_aws"),
 ]
 # Started on the controller by its user data through the systemctl stand-in (PID files in run/units/): name -> unit
@@ -68,6 +84,7 @@ UNIT_PID_FILES = {
     "slurmctld": "slurmctld.service",
     "slurmdbd": "slurmdbd.service",
     "munged": "munge.service",
+    "sssd": "sssd.service",  # with clusters[].directory
 }
 
 
@@ -352,6 +369,8 @@ class LocalCloud(CloudOps):
             shared_mount,
             munge_secret=shared.info().compute_user_data.get("ES_MUNGE_SECRET") if shared is not None else None,
         )
+        if cluster.directory is not None:  # the site's LDAP directory: slapd on the host, its bind secret in AWS
+            boot.values.update(self._start_directory(cluster, factory))
         db_secret = None
         accounting = config.accounting.mode != "none"
         if shared is None and accounting:  # the RDS stand-in, on the host; its secret names it as RDS's would
@@ -409,6 +428,30 @@ class LocalCloud(CloudOps):
         procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
         LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
         return info
+
+    def _start_directory(self, cluster: Cluster, factory: Callable[[str, str], Any]) -> dict[str, str]:
+        """slapd (localcloud/directory.py), the bind password's secret and the directory parameter the stacks create
+        (with the local URI, base, bind DN and the secret's ARN); the user-data values naming it, as the stacks'."""
+        assert cluster.directory is not None
+        try:
+            local = directory.start(self.layout, free_port())
+        except directory.DirectoryError as exc:
+            raise LocalCloudError(str(exc)) from None
+        secret = factory("secretsmanager", cluster.region).create_secret(
+            Name=f"elastic-slurm/{cluster.name}/directory-bind", SecretString=local.bind_password
+        )
+        section = cluster.directory.model_copy(
+            update={
+                "ldap_uri": [local.uri],
+                "bind_dn": directory.READER,
+                "search_base": directory.SUFFIX,
+                "bind_password_secret_arn": str(secret["ARN"]),
+            }
+        )
+        factory("ssm", cluster.region).put_parameter(
+            Name=directory_parameter(cluster.name), Value=sssd.section_json(section), Type="String", Overwrite=True
+        )
+        return directory_values(cluster)
 
     def _machine_values(self, aws_url: str, ports: conf.Ports, role: Credentials) -> dict[str, str]:
         """What this machine adds to the controller's env file: the emulated endpoint and credentials (the instance

@@ -308,7 +308,9 @@ def stop_instance_processes(
         # reused while any process is in it, and each member must still carry a marker
         found |= {p for p in procs.pids_in_session(session) if procs.environ_has(p, markers)}
         unit_pids = [procs.read_pid(f) for f in sorted(units.glob("*.pid"))] if units and units.is_dir() else []
-        found |= {p for p in unit_pids if p is not None and procs.environ_has(p, markers)}
+        for unit_pid in (p for p in unit_pids if p is not None and procs.environ_has(p, markers)):
+            # the daemon and what it started in its session (sssd's responders and back end)
+            found |= {unit_pid, *(p for p in procs.pids_in_session(unit_pid) if procs.environ_has(p, markers))}
         found.discard(os.getpid())
         return sorted(found)[:limit]
 

@@ -117,17 +117,22 @@ def login_nodes(cloud: LocalCloud) -> list[LoginNode]:
 
 
 def on_login(
-    cloud: LocalCloud, node: LoginNode, argv: list[str], user: str = "root", timeout: float = 60
+    cloud: LocalCloud,
+    node: LoginNode,
+    argv: list[str],
+    user: str | enter.User = "root",
+    timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` on a login node as `user` (a shell a user opened there), in the cloud's jobs directory."""
+    """Run `argv` on a login node as `user` (a shell a user opened there: a name of the image's /etc/passwd, or an
+    `enter.User` for one only the directory knows), in the cloud's jobs directory."""
     root = cloud.root()
     view = login_view(cloud.layout, root, node.instance_id, node.private_ip)
-    account = enter.user(root, user)
+    account = user if isinstance(user, enter.User) else enter.user(root, user)
     env = enter.user_env(account, {CLOUD_MARKER: str(cloud.layout.root), "ELASTIC_SLURM_BIND_ADDR": node.private_ip})
     # inside the root only: connections leave from the login node's own address, as on EC2 (native/bind_source.c)
     command = ["/usr/bin/env", f"LD_PRELOAD={BIND_SOURCE_SO}", *argv]
     return subprocess.run(
-        enter.argv(view, command, None if user == "root" else account, cwd=str(cloud.layout.jobs)),
+        enter.argv(view, command, None if account.name == "root" else account, cwd=str(cloud.layout.jobs)),
         env=env,
         capture_output=True,
         text=True,
@@ -149,7 +154,7 @@ def wait_ready(cloud: LocalCloud, timeout: float = 120) -> LoginNode:
         time.sleep(1)
 
 
-def sbatch_on_login(cloud: LocalCloud, node: LoginNode, *args: str, wrap: str, user: str) -> str:
+def sbatch_on_login(cloud: LocalCloud, node: LoginNode, *args: str, wrap: str, user: str | enter.User) -> str:
     """Submit a batch job as `user` from a login node (output in the jobs directory); returns the job id."""
     submitted = on_login(cloud, node, ["sbatch", "--parsable", "-o", "%j.out", *args, "--wrap", wrap], user=user)
     if submitted.returncode != 0:

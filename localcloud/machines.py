@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 from localcloud import enter
@@ -70,6 +71,25 @@ def _private(layout: Layout, name: str) -> tuple[tuple[str, str], ...]:
     return ((str(base / "run"), "/run"), (str(base / "tmp"), "/tmp"), (str(fstab), "/etc/fstab"))
 
 
+# SSSD's configuration, databases, sockets and logs: each machine runs its own sssd (clusters[].directory), as each
+# EC2 instance does. Copies of the image's directories (owners and modes kept) made at the machine's first view.
+SSSD_DIRS = ("etc/sssd", "var/lib/sss", "var/log/sssd")
+
+
+def _own_sssd(layout: Layout, root: Path, name: str) -> tuple[tuple[str, str], ...]:
+    """The machine's own SSSD directories (nothing when the image has no SSSD)."""
+    binds = []
+    for rel in SSSD_DIRS:
+        if not (root / rel).is_dir():
+            continue
+        own = layout.machine_dir(name) / "sssd" / rel.replace("/", "-")
+        if not own.exists():
+            own.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-a", str(root / rel), str(own)], check=True)
+        binds.append((str(own), f"/{rel}"))
+    return tuple(binds)
+
+
 def _own_etc(layout: Layout, root: Path, instance_id: str) -> tuple[tuple[str, str], ...]:
     """The instance's own /etc files (OWN_ETC_COPIES, OWN_ETC_NEW): created at its first view, i.e. when it boots,
     and kept from then on (the instance's disk)."""
@@ -104,6 +124,7 @@ def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str
     view = enter.View(root, hostname=hostname).with_binds(
         *extra,
         *_private(layout, "controller"),
+        *_own_sssd(layout, root, "controller"),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
         (base / "etc-systemd", "/etc/systemd/system"),
@@ -138,6 +159,7 @@ def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str 
         *extra,
         *_private(layout, instance_id),
         *_own_etc(layout, root, instance_id),
+        *_own_sssd(layout, root, instance_id),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
         *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs, layout.shared),

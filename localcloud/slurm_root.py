@@ -48,6 +48,7 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-custom-actions",
     "assets/bootstrap/elastic-slurm-wait-predecessor",
     "assets/bootstrap/elastic-slurm-smt-off",
+    "assets/bootstrap/elastic-slurm-directory",
     "assets/health/elastic-slurm-healthcheck",
     "assets/health/elastic-slurm-longcheck-submit",
     "assets/slurm/prolog-wait-for-boot.sh",
@@ -64,6 +65,7 @@ PACKAGES = [
     "slurmd",
     "slurmdbd",
     "slurm-client",
+    "sackd",  # login nodes
     "munge",
     "python3",
     "python3-pydantic",
@@ -229,6 +231,13 @@ def _customize(root: Path) -> None:
         link.unlink(missing_ok=True)
         link.symlink_to(f"{SRC_IN_ROOT}/{rel_path}")
     for unit in sorted((REPO_ROOT / "assets" / "systemd").iterdir()):
+        if unit.is_dir():  # a drop-in directory (sackd.service.d): where install-plugin.sh puts it
+            drop_ins = root / "etc/systemd/system" / unit.name
+            drop_ins.mkdir(parents=True, exist_ok=True)
+            for conf in sorted(unit.glob("*.conf")):
+                (drop_ins / conf.name).unlink(missing_ok=True)
+                (drop_ins / conf.name).symlink_to(f"{SRC_IN_ROOT}/assets/systemd/{unit.name}/{conf.name}")
+            continue
         link = root / "usr/lib/systemd/system" / unit.name
         link.unlink(missing_ok=True)
         link.symlink_to(f"{SRC_IN_ROOT}/assets/systemd/{unit.name}")

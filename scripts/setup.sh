@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .stamps
 
-APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps)
+APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps slapd ldap-utils)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
   echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }
@@ -26,10 +26,20 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing apt packages: ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # slapd's package would start a system-wide directory on port 389: the local cloud runs its own under its state
+  # dir, so package services may not start during this install (policy-rc.d; one already there is left as it is)
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\n# elastic-slurm setup: no service starts during its apt install\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod 0755 "$policy"
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    || { [ -z "$policy" ] || as_root rm -f "$policy"; exit 1; }
+  [ -z "$policy" ] || as_root rm -f "$policy"
 fi
-# Debian starts these on install; the local cloud runs its own instances under its state dir, so the
-# package-managed system services are left alone (we never stop what we did not start).
+# Services an earlier install started are left alone (we never stop what we did not start); the local cloud runs
+# its own MariaDB and slapd under its state dir.
 
 req_hash=$(cat requirements.txt requirements-tools.txt requirements-dev.txt pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat .stamps/venv 2>/dev/null)" != "$req_hash" ]; then

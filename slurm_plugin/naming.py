@@ -91,6 +91,12 @@ def log_group_name(cluster: str) -> str:
     return f"/elastic-slurm/{cluster}"
 
 
+def directory_parameter(cluster: str) -> str:
+    """SSM parameter (home region) holding the config's `directory` section as JSON: every node reads it at boot
+    (assets/bootstrap/elastic-slurm-directory) when the cluster has one."""
+    return f"/elastic-slurm/{cluster}/directory"
+
+
 def mounts_parameter(cluster: str) -> str:
     """SSM parameter listing the shared file systems (home region)."""
     return f"/elastic-slurm/{cluster}/mounts"

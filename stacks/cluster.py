@@ -23,6 +23,7 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of, pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork, Partition, Pool
+from slurm_plugin.render.sssd import section_json
 from stacks.deconfigure import Deconfigure
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements, to_cdk
 from stacks.launch_templates import (
@@ -42,6 +43,7 @@ from stacks.naming import (
     conf_server_parameter,
     config_url_parameter,
     deployed_infra_parameter,
+    directory_parameter,
     image_flavor,
     launch_template_key,
     log_group_name,
@@ -52,11 +54,12 @@ from stacks.node_policies import (
     ControllerResources,
     controller_statements,
     custom_action_objects,
+    directory_secret,
     munge_secret_pattern,
     node_statements,
 )
 from stacks.region import RegionStack
-from stacks.user_data import actions_values
+from stacks.user_data import actions_values, directory_values
 
 # How long stack creation waits for the controllers' healthy signal: the boot waits up to 10 min for a peer
 # controller's instance, 10-15 min for slurmdbd, 5 min for slurmctld (stacks/user_data.py).
@@ -112,6 +115,7 @@ class ClusterStack(cdk.Stack):
             "ES_MOUNTS_PARAMETER": mounts_parameter.parameter_name,
             "ES_LOG_GROUP": self.log_group.log_group_name,
             "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster.name),
+            **directory_values(cluster),
         }
         # the controllers write their addresses here (CloudFormation creates it, so a delete removes it)
         self.conf_server = ssm.StringParameter(
@@ -132,6 +136,14 @@ class ClusterStack(cdk.Stack):
             description=f"S3 URL of the cluster config object of {cluster.name} (read by its controllers)",
             string_value=self.config_asset.s3_object_url,
         )
+        if cluster.directory is not None:  # every node reads it at boot (assets/bootstrap/elastic-slurm-directory)
+            ssm.StringParameter(
+                self,
+                "Directory",
+                parameter_name=directory_parameter(cluster.name),
+                description=f"LDAP directory section of {cluster.name} (JSON; the nodes' SSSD)",
+                string_value=section_json(cluster.directory),
+            )
         self.compute_role = self._node_role("ComputeRole", file_system_arns)
         add_managed_policies(self, self.compute_role, "Compute", cluster.iam_policies.compute)
         self.compute_profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)
@@ -246,7 +258,13 @@ class ClusterStack(cdk.Stack):
         regions = [self.region, *(r.region for r in self.cluster.remote_regions)]
         actions = custom_action_objects(scope, self.cluster)
         statements = node_statements(
-            scope, self.cluster.name, regions, self._munge_policy_arn, file_system_arns, action_objects=actions
+            scope,
+            self.cluster.name,
+            regions,
+            self._munge_policy_arn,
+            file_system_arns,
+            action_objects=actions,
+            directory_secret_arn=directory_secret(self.cluster),
         )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)

@@ -45,6 +45,11 @@ def custom_action_objects(scope: ArnScope, cluster: Cluster) -> list[str]:
     ]
 
 
+def directory_secret(cluster: Cluster) -> str | None:
+    """The secret holding the directory's bind password (clusters[].directory), if any: every node reads it at boot."""
+    return cluster.directory.bind_password_secret_arn if cluster.directory is not None else None
+
+
 def node_statements(
     scope: ArnScope,
     cluster: str,
@@ -52,10 +57,12 @@ def node_statements(
     munge_secret_arn: str,
     file_system_arns: list[str] | None = None,
     action_objects: list[str] | None = None,
+    directory_secret_arn: str | None = None,
 ) -> list[Statement]:
     """Every node of `cluster` (controller and compute): its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
-    systems (EFS client mount), the S3 scripts of its custom actions (`custom_action_objects`)."""
+    systems (EFS client mount), the S3 scripts of its custom actions (`custom_action_objects`), the directory's bind
+    password (`directory_secret`)."""
     logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
     result = [
         statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
@@ -69,6 +76,8 @@ def node_statements(
     ]
     if action_objects:
         result.append(statement("ReadCustomActionScripts", ["s3:GetObject"], list(action_objects)))
+    if directory_secret_arn:
+        result.append(statement("ReadDirectoryBindPassword", ["secretsmanager:GetSecretValue"], [directory_secret_arn]))
     if file_system_arns:
         result.append(
             statement(

@@ -27,7 +27,8 @@ from stacks.launch_templates import add_managed_policies, pool_launch_template
 from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
-from stacks.node_policies import custom_action_objects, munge_secret_pattern, node_statements
+from stacks.node_policies import custom_action_objects, directory_secret, munge_secret_pattern, node_statements
+from stacks.user_data import directory_values
 
 
 class RegionStack(cdk.Stack):
@@ -58,11 +59,19 @@ class RegionStack(cdk.Stack):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
-        boot_env = home_boot_env(cluster.name, home_region, munge_owner, remote=True)
+        boot_env = {**home_boot_env(cluster.name, home_region, munge_owner, remote=True), **directory_values(cluster)}
         home = ArnScope(self.partition, self.account, home_region)
         munge = munge_secret_pattern(home, munge_owner or cluster.name)
         actions = custom_action_objects(home, cluster)
-        for statement in to_cdk(node_statements(home, cluster.name, [home_region], munge, action_objects=actions)):
+        statements = node_statements(
+            home,
+            cluster.name,
+            [home_region],
+            munge,
+            action_objects=actions,
+            directory_secret_arn=directory_secret(cluster),
+        )
+        for statement in to_cdk(statements):
             self.compute_role.add_to_policy(statement)
         add_managed_policies(self, self.compute_role, "Compute", cluster.iam_policies.compute)
         profile = iam.InstanceProfile(self, "ComputeProfile", role=self.compute_role)

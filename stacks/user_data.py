@@ -1,7 +1,8 @@
 """Boot scripts of controllers and compute nodes on EC2 (pure: lists of shell lines, no CDK).
 
-Both roles: write `/etc/elastic-slurm/env` (values CloudFormation fills in), install the munge key from Secrets
-Manager, mount every shared file system listed in the mounts parameter, ship /var/log/slurm to CloudWatch Logs. Then
+Every role: write `/etc/elastic-slurm/env` (values CloudFormation fills in), install the munge key from Secrets
+Manager, mount every shared file system listed in the mounts parameter, start SSSD for the site's directory (when the
+config has one), ship /var/log/slurm to CloudWatch Logs. Then
 the controller fetches its config and `DeployedInfra`, finds the controllers' (and slurmdbd's) host names by their
 Name tags, renders the base slurm.conf + cgroup.conf + fragments + the runtime manifest into /etc/slurm, publishes the
 `slurmd --conf-server` argument in an SSM parameter (assets/bootstrap/elastic-slurm-config-apply, re-run by
@@ -15,8 +16,8 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 
 from __future__ import annotations
 
-from cluster_config.model import CustomActions, LoginPool, Pool
-from stacks.naming import CONF_SERVER_PENDING
+from cluster_config.model import Cluster, CustomActions, LoginPool, Pool
+from stacks.naming import CONF_SERVER_PENDING, directory_parameter
 
 BIN = "/opt/elastic-slurm/bin"
 VENV_PYTHON = "/opt/elastic-slurm/venv/bin/python"
@@ -71,6 +72,8 @@ _PRELUDE = [
     "  fi",
     '  mountpoint -q "$mount_point" || mount "$mount_point"',
     "done",
+    "# users and groups from the site's directory (clusters[].directory), if any: sssd (assets/bootstrap)",
+    f"{BIN}/elastic-slurm-directory",
     "# Slurm logs to CloudWatch Logs (they also stay on local disk / the shared file system, see slurm.conf)",
     "if [ -x /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl ]; then",
     f"cat > {ETC}/cloudwatch-agent.json <<CWA",
@@ -185,6 +188,12 @@ def pool_values(partition: str, pool: Pool) -> dict[str, str]:
     ES_SMT_OFF=1 when its nodes run one thread per core (disable_hyperthreading)."""
     smt_off = {"ES_SMT_OFF": "1"} if pool.disable_hyperthreading else {}
     return {"ES_POOL": f"{partition}-{pool.name}", **smt_off, **actions_values(pool.custom_actions)}
+
+
+def directory_values(cluster: Cluster) -> dict[str, str]:
+    """The user-data value every node of a cluster with a directory gets: the SSM parameter holding the section
+    (assets/bootstrap/elastic-slurm-directory reads it at boot); nothing without one."""
+    return {"ES_DIRECTORY_PARAMETER": directory_parameter(cluster.name)} if cluster.directory is not None else {}
 
 
 def login_values(pool: LoginPool) -> dict[str, str]:

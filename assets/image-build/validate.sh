@@ -34,7 +34,7 @@ for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-
 done
 for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-config-apply elastic-slurm-controller-hosts \
     elastic-slurm-imds-guard elastic-slurm-custom-actions elastic-slurm-wait-predecessor elastic-slurm-smt-off \
-    elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
+    elastic-slurm-directory elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
   [ -x "$prefix/bin/$program" ] || fail "no $prefix/bin/$program"
 done
 for tool in "$prefix"/venv/bin/slurm-* "$prefix/venv/bin/elastic-slurm"; do
@@ -44,6 +44,10 @@ done
 "$prefix/bin/slurm-clustermgr" --help >/dev/null || fail "slurm-clustermgr does not run"
 command -v aws >/dev/null || fail "no aws CLI"
 command -v iptables >/dev/null || fail "no iptables (elastic-slurm-imds-guard)"
+[ -x /usr/sbin/sssd ] && [ -n "$(find /usr/lib* -path '*sssd*' -name 'libsss_ldap*' 2>/dev/null | head -1)" ] \
+  || fail "no sssd with its LDAP provider (clusters[].directory)"
+grep -Eq '^passwd:.*\bsss\b' /etc/nsswitch.conf && grep -Eq '^group:.*\bsss\b' /etc/nsswitch.conf \
+  || fail "nsswitch.conf does not ask sss for passwd and group"
 [ -x /usr/sbin/sackd ] && [ -f /usr/lib/systemd/system/sackd.service ] || fail "no sackd (login nodes)"
 [ -f /etc/systemd/system/sackd.service.d/elastic-slurm.conf ] || fail "no sackd drop-in (login nodes)"
 echo "image valid: Slurm $version, plugin $("$prefix/venv/bin/pip" show elastic-slurm | sed -n 's/^Version: //p')"

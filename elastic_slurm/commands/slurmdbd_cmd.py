@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from cluster_config import load
 from elastic_slurm.errors import UserError
+from elastic_slurm.private_file import write_private
 from slurm_plugin.render import overrides as render_overrides
 from slurm_plugin.render.dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
 from slurm_plugin.render.manifest import RenderError
@@ -45,10 +45,6 @@ def run(args: argparse.Namespace) -> int:
     except (DbdConfigError, RenderError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    tmp.replace(out)
+    write_private(out, text)
     print(f"wrote {out}")
     return 0

@@ -94,3 +94,28 @@ def test_only_the_pool_without_hyperthreading_turns_its_threads_off_at_boot(asse
     assert "ES_SMT_OFF=1" in json.dumps(_launch_template(assemblies, "Ltcpuc7i")["UserData"])
     for other in ("Ltmlp5", "ControllerLt"):
         assert "ES_SMT_OFF=1" not in json.dumps(_launch_template(assemblies, other)["UserData"]), other
+
+
+def test_every_node_role_reads_exactly_the_directorys_bind_secret_and_its_parameter(
+    assemblies: dict[str, Assembly],
+) -> None:
+    policies = _resources(assemblies, "AWS::IAM::Policy")
+    reads = [
+        s
+        for p in policies.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "ReadDirectoryBindPassword"
+    ]
+    assert len(reads) == 3  # the controllers', the compute and the login role
+    secret = "arn:aws:secretsmanager:us-east-1:111122223333:secret:site/ldap-reader-AbCdEf"
+    assert all(s["Action"] == "secretsmanager:GetSecretValue" and s["Resource"] == secret for s in reads)
+    for prefix in ("ControllerLt", "Ltcpuc7i", "Ltmlp5", "Loginusers"):
+        text = json.dumps(_launch_template(assemblies, prefix)["UserData"])
+        assert "ES_DIRECTORY_PARAMETER=/elastic-slurm/site/directory" in text, prefix
+    (parameter,) = [
+        p["Properties"]
+        for p in _resources(assemblies, "AWS::SSM::Parameter").values()
+        if p["Properties"].get("Name") == "/elastic-slurm/site/directory"
+    ]
+    section = json.loads(parameter["Value"])
+    assert section["ldap_uri"] == ["ldaps://ldap.site.example"] and section["bind_password_secret_arn"] == secret

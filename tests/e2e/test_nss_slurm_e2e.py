@@ -87,8 +87,8 @@ def test_a_job_resolves_its_user_on_a_node_that_has_no_account_for_it(cloud: Loc
     ]
     switch = [line.split() for line in (own_etc / "nsswitch.conf").read_text().splitlines()]
     assert [words for words in switch if words[:1] in (["passwd:"], ["group:"])] == [
-        ["passwd:", "slurm", "files"],
-        ["group:", "slurm", "files"],
+        ["passwd:", "slurm", "files", "sss"],  # sss: the image's own, for clusters[].directory
+        ["group:", "slurm", "files", "sss"],
     ]
     with ghost_on_submit_host(cloud):
         probe = f"id -un; whoami; id -gn; getent -s files passwd {GHOST} || echo files:unknown; sleep 10"

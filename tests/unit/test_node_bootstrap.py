@@ -96,6 +96,7 @@ def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: P
         "SlurmctldHost=ctl-b",
         "SlurmctldPort=6817",
         "AuthType=auth/munge",
+        "SlurmUser=slurm",
     ]
 
 
@@ -113,7 +114,7 @@ Slurmctld(primary) at 127.16.0.4 is DOWN
 def _nss_fakes(tmp_path: Path, params: str, libnss: bool = True) -> dict[str, str]:
     env = _fakes(tmp_path, NODES)
     (tmp_path / "config.txt").write_text(SHOW_CONFIG.format(params=params, spool=tmp_path / "spool"))
-    # scontrol's exit status is its closing controller ping's, which fails through the bootstrap's minimal client config
+    # the bootstrap reads the output, not scontrol's exit status (that of its closing controller ping)
     (tmp_path / "scontrol").write_text("#!/bin/sh\n" + _answers(tmp_path) + '[ "$1 $2" != "show config" ]\n')
     cache = "\tlibnss_slurm.so.2 (libc6,x86-64) => /lib/libnss_slurm.so.2\\n" if libnss else ""
     ldconfig = tmp_path / "ldconfig"
