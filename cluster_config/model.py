@@ -315,7 +315,7 @@ class Cluster(StrictModel):
     gres_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(GRES_OWNED))] = Field(
         default_factory=dict,
         description="Global gres.conf lines (`Key: value`), written before the GPU pools' lines; keys of a GPU's line are "
-        "refused (set them in pools[].gres_settings; docs/custom-settings.md). E.g. AutoDetect: nvml",
+        "refused (set them in pools[].gres_settings; docs/custom-settings.md). E.g. AutoDetect: off",
     )
 
     @field_validator("ssh_allowed_cidrs")

@@ -80,6 +80,12 @@ class Directory(StrictModel):
         description="Secrets Manager secret whose SecretString is the bind DN's password (read by the nodes at boot; "
         "their roles may read exactly this secret).",
     )
+    bind_password_kms_key_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$",
+        description="The customer managed KMS key the secret is encrypted with, if not Secrets Manager's own: the nodes "
+        "may decrypt with it.",
+    )
     tls_reqcert: Literal["demand", "hard", "allow", "try", "never"] = Field(
         default="demand", description="SSSD ldap_tls_reqcert: how the server's certificate is checked."
     )

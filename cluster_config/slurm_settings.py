@@ -123,7 +123,7 @@ DBD_OWNED = {
 }
 _GPU_LINE = "a GPU line's key: set pools[].gres_settings"
 _FROM_TYPE = "it comes from the instance type"
-# gres.conf, global lines: what is left is AutoDetect (a line of its own; gres.conf(5))
+# gres.conf, global lines: what is left is AutoDetect (a line of its own; gres.conf(5); only `off`, AUTODETECT_ALLOWED)
 GRES_OWNED = {
     "NodeName": "each GPU pool writes its nodes' line",
     "Name": "each GPU pool writes its nodes' line",
@@ -145,6 +145,10 @@ GRES_POOL_OWNED = {
     "Count": _FROM_TYPE,
 }
 
+# gres.conf AutoDetect: the images build Slurm without NVML, RSMI or oneAPI, and slurmd stops at start when asked to
+# autodetect with a library it was not built with; GPUs come from the instance type (the pools' File= lines)
+AUTODETECT_ALLOWED = {"off"}
+
 # Keys rendered on a partition line that share one meaning: a user's DefMemPerNode replaces the product's DefMemPerCPU.
 EXCLUSIVE = [frozenset({"defmempercpu", "defmempernode", "defmempergpu"})]
 _UNSAFE_VALUE = re.compile(r"[\s#\"'\\]")
@@ -158,6 +162,11 @@ def owned_key_errors(settings: dict[str, SettingValue], owned: dict[str, str]) -
         reason = lookup.get(key.lower())
         if reason is not None:
             errors.append(f"key '{key}' is set by elastic-slurm ({reason})")
+        elif key.lower() == "autodetect" and render_value(value).lower() not in AUTODETECT_ALLOWED:
+            errors.append(
+                f"key '{key}': only 'off': the images build Slurm without GPU libraries (NVML, RSMI, oneAPI), so slurmd "
+                "would stop at start; GPUs come from the instance type"
+            )
         elif _UNSAFE_VALUE.search(render_value(value)):
             errors.append(
                 f"key '{key}': value {str(value)!r} has a space, quote, '#' or backslash, which Slurm would split"

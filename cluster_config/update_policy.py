@@ -66,7 +66,8 @@ MEANINGS = {
     Policy.REPLACE_LOGIN_NODES: "the login pool's Auto Scaling group replaces its login nodes one at a time: shells and "
     "processes on them end (tell users first); jobs submitted from them keep running.",
     Policy.REPLACE_CONTROLLERS: "CloudFormation replaces or adds controller instances; slurmctld restarts from the "
-    "state on the shared file system, running jobs survive: plan a quiet moment.",
+    "state on the shared file system, running jobs survive; login nodes are rolled onto the new controllers: plan a "
+    "quiet moment.",
     Policy.NOT_ALLOWED: "cannot be changed in place (a network, file system, database or whole stack would be "
     "replaced or left behind): `cluster update` refuses it; create a new cluster instead.",
 }
@@ -192,11 +193,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         f"{_C}.directory",
         _CONTROLLERS,
-        "added or removed: every node's user data names (or stops naming) the directory parameter",
+        "added or removed: every node's user data names (or stops naming) the directory parameter (login nodes and "
+        "pools too: their launch templates change)",
     ),
     Rule(
-        f"{_C}.directory.{{ldap_uri[],search_base,ldap_schema,bind_dn,bind_password_secret_arn,tls_reqcert,"
-        "domain_settings.<key>}",
+        f"{_C}.directory.{{ldap_uri[],search_base,ldap_schema,bind_dn,bind_password_secret_arn,"
+        "bind_password_kms_key_arn,tls_reqcert,domain_settings.<key>}",
         _DRAIN,
         "the directory parameter changes in place; nodes read it at boot: on controllers and login nodes run "
         "/opt/elastic-slurm/bin/elastic-slurm-directory (re-reads it, restarts sssd), drain pools to roll it out",

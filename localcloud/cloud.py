@@ -121,6 +121,7 @@ class CloudInfo:
     pool_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each pool's launch template adds these
     login_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each login pool's template adds these
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
+    directory: bool = False  # the config has clusters[].directory: slapd and the controller's sssd run
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -186,6 +187,8 @@ class LocalCloud(CloudOps):
         optional = {"license-sync-timer", "longcheck-timer", "clustermgr"}
         if not self.info().accounting:
             optional |= {"mariadbd", "slurmdbd"}
+        if not self.info().directory:
+            optional |= {"slapd", "sssd"}
         return {name for name, _ in DAEMONS} - optional
 
     def is_up(self) -> bool:
@@ -407,6 +410,7 @@ class LocalCloud(CloudOps):
             },
             login_user_data={pool.name: login_values(pool) for pool in cluster.login_nodes},
             controller=hosts[0].hostname,
+            directory=cluster.directory is not None,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         view = machines.controller_view(layout, self._root, shared_mount, hosts[0].hostname)

@@ -22,7 +22,7 @@ from localcloud.layout import Layout
 from slurm_plugin.manifest import DeployedInfra
 from stacks.iam_policies import ArnScope, RegionTarget
 from stacks.naming import conf_server_parameter
-from stacks.node_policies import ControllerResources, custom_action_objects, directory_secret
+from stacks.node_policies import ControllerResources, custom_action_objects
 
 ROLES = ("controller", "compute", "login")
 
@@ -88,7 +88,7 @@ def install(
         controller=resources,
         munge_owner=None,
         action_objects=custom_action_objects(scope, cluster),
-        directory_secret_arn=directory_secret(cluster),
+        directory=cluster.directory,
     )
     documents = {role: documents[role] for role in ROLES}
     for sid in without:

@@ -135,8 +135,14 @@ def start(layout: Layout, port: int) -> LocalDirectory:
     for path in (config_dir, data_dir):
         path.mkdir(parents=True, exist_ok=True)
     reader_password = secrets.token_hex(12)
-    (base / "config.ldif").write_text(_config_ldif(base, secrets.token_hex(12)))
-    (base / "data.ldif").write_text(_data_ldif(reader_password))
+    for name, text in (
+        ("config.ldif", _config_ldif(base, secrets.token_hex(12))),
+        ("data.ldif", _data_ldif(reader_password)),
+    ):
+        path = base / name  # they hold the passwords: root only
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(text)
     for args in (["-n", "0", "-l", str(base / "config.ldif")], ["-n", "1", "-l", str(base / "data.ldif")]):
         done = subprocess.run([str(SLAPADD), "-F", str(config_dir), *args], capture_output=True, text=True)
         if done.returncode != 0:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cluster_config.model import Directory
 from stacks.iam_policies import ArnScope, RegionTarget, deconfigure_statements, document, fleet_statements
 from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
 
@@ -46,16 +47,14 @@ def role_documents(
     controller: ControllerResources | None = None,
     munge_owner: str | None = None,
     action_objects: list[str] | None = None,
-    directory_secret_arn: str | None = None,
+    directory: Directory | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Policy documents per role, from the statement builders the stacks attach: controller (launch/terminate, every
     node's reads, the controller's own reads), compute, login and deconfigure."""
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
     munge = munge_secret_pattern(arns, munge_owner or cluster)
-    node = node_statements(
-        arns, cluster, regions, munge, action_objects=action_objects, directory_secret_arn=directory_secret_arn
-    )
+    node = node_statements(arns, cluster, regions, munge, action_objects=action_objects, directory=directory)
     own = controller or ControllerResources(config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster}-assets/*")
     return {
         "controller": document([*fleet_statements(arns, cluster, targets), *node, *controller_statements(own)]),

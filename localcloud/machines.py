@@ -108,7 +108,7 @@ def _own_etc(layout: Layout, root: Path, instance_id: str) -> tuple[tuple[str, s
 
 
 def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:
-    """The controller (and login) machine: with `hostname` (its EC2 name), its own host name and /etc/hosts."""
+    """The controller machine: with `hostname` (its EC2 name), its own host name and /etc/hosts."""
     base = layout.machine_dir("controller")
     for sub in ("etc-munge", "etc-elastic-slurm"):
         (base / sub).mkdir(parents=True, exist_ok=True)

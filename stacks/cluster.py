@@ -54,7 +54,6 @@ from stacks.node_policies import (
     ControllerResources,
     controller_statements,
     custom_action_objects,
-    directory_secret,
     munge_secret_pattern,
     node_statements,
 )
@@ -264,7 +263,7 @@ class ClusterStack(cdk.Stack):
             self._munge_policy_arn,
             file_system_arns,
             action_objects=actions,
-            directory_secret_arn=directory_secret(self.cluster),
+            directory=self.cluster.directory,
         )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)
@@ -347,7 +346,9 @@ class ClusterStack(cdk.Stack):
         return instance
 
     def _login_nodes(self, file_system_arns: list[str]) -> list[LoginNodes]:
-        """The login pools (stacks/login_nodes.py), with a role of their own holding the node statements."""
+        """The login pools (stacks/login_nodes.py), with a role of their own holding the node statements, launched
+        once the controllers reported healthy and rolled when a controller is replaced (their boot env names the
+        controllers' instance ids: sackd keeps the controllers' address it started with)."""
         if not self.cluster.login_nodes:
             return []
         role = self._node_role("LoginRole", file_system_arns)
@@ -364,7 +365,8 @@ class ClusterStack(cdk.Stack):
                 subnets=list(self._subnets.values()),
                 profile=profile,
                 security_groups=[self._sg.nodes, self._sg.ssh],
-                boot_env=self._env,
+                boot_env={**self._env, "ES_CONTROLLER_INSTANCES": ",".join(c.ref for c in self.controllers)},
+                after=self.controllers_ready,
             )
             for pool in self.cluster.login_nodes
         ]

@@ -31,8 +31,9 @@ BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
 
 
 def needed_flavors(cluster: Cluster) -> list[tuple[str, bool]]:
-    """(architecture, gpu) pairs the controller and the pools need, in a stable order."""
+    """(architecture, gpu) pairs the controller, the pools and the login pools need, in a stable order."""
     flavors = {(architecture_of(cluster.controller.instance_type), False)}
+    flavors |= {(architecture_of(login.instance_type), False) for login in cluster.login_nodes}
     for partition in cluster.partitions:
         for pool in partition.pools:
             flavors.add((architecture_of(pool.instance_types[0]), pool.gpu is not None))

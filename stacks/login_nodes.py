@@ -4,7 +4,8 @@ A login node runs no slurmd and is no Slurm node: its boot (stacks/user_data.py,
 mounts the shared file systems, reads the controllers' address from the conf-server parameter and starts Slurm's
 `sackd`, which fetches the config into /run/slurm/conf (configless, as the compute nodes) and receives every
 reconfigure; users' `sbatch`/`srun`/`squeue` read it there. The group keeps `count` nodes (replacing one that fails
-EC2's status checks) and replaces them one at a time when their launch template changes. They have their own role
+EC2's status checks), launches them once the controllers are healthy and replaces them one at a time when their
+launch template changes (a replaced controller changes it: the user data names the controllers' instance ids). They have their own role
 (the compute nodes' node statements: munge key, the cluster's parameters, logs, file systems, custom action scripts;
 nothing of EC2), the cluster's node security group (Slurm ports to the controllers, srun's ports from the compute
 nodes) and its SSH group.
@@ -41,6 +42,7 @@ class LoginNodes(Construct):
         profile: iam.IInstanceProfile,
         security_groups: list[ec2.ISecurityGroup],
         boot_env: dict[str, str],
+        after: list[cdk.CfnWaitCondition],
     ) -> None:
         super().__init__(scope, construct_id)
         flavor = image_flavor(architecture_of(pool.instance_type), False)
@@ -72,7 +74,10 @@ class LoginNodes(Construct):
             launch_template=self.launch_template,
             min_capacity=pool.count,
             max_capacity=pool.count,
-            # a new launch template version (image, type, user data) replaces the login nodes one at a time
+            # a new launch template version (type, security groups, user data) replaces the login nodes one at a time
             update_policy=autoscaling.UpdatePolicy.rolling_update(max_batch_size=1, min_instances_in_service=0),
         )
         cdk.Tags.of(self.group).add("Name", f"{cluster}-login-{pool.name}")
+        # launched once the controllers are healthy: a login node's boot waits only a bounded time for their address
+        for ready in after:
+            self.group.node.add_dependency(ready)

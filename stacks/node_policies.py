@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster_config.model import Cluster
+from cluster_config.model import Cluster, Directory
 from stacks.iam_policies import ArnScope, Statement, statement
 from stacks.naming import log_group_name, munge_secret_name
 
@@ -45,9 +45,17 @@ def custom_action_objects(scope: ArnScope, cluster: Cluster) -> list[str]:
     ]
 
 
-def directory_secret(cluster: Cluster) -> str | None:
-    """The secret holding the directory's bind password (clusters[].directory), if any: every node reads it at boot."""
-    return cluster.directory.bind_password_secret_arn if cluster.directory is not None else None
+def directory_statements(directory: Directory | None) -> list[Statement]:
+    """What every node needs of the directory's bind password (clusters[].directory), if any: the secret — by the
+    ARN given and by that ARN with the six characters Secrets Manager appends, so a partial ARN works too — and, with
+    a customer managed key, decrypting with it."""
+    if directory is None or directory.bind_password_secret_arn is None:
+        return []
+    arn = directory.bind_password_secret_arn
+    result = [statement("ReadDirectoryBindPassword", ["secretsmanager:GetSecretValue"], [arn, f"{arn}-??????"])]
+    if directory.bind_password_kms_key_arn:
+        result.append(statement("DecryptDirectoryBindPassword", ["kms:Decrypt"], [directory.bind_password_kms_key_arn]))
+    return result
 
 
 def node_statements(
@@ -57,12 +65,12 @@ def node_statements(
     munge_secret_arn: str,
     file_system_arns: list[str] | None = None,
     action_objects: list[str] | None = None,
-    directory_secret_arn: str | None = None,
+    directory: Directory | None = None,
 ) -> list[Statement]:
     """Every node of `cluster` (controller and compute): its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
     systems (EFS client mount), the S3 scripts of its custom actions (`custom_action_objects`), the directory's bind
-    password (`directory_secret`)."""
+    password (`directory_statements`)."""
     logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
     result = [
         statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
@@ -76,8 +84,7 @@ def node_statements(
     ]
     if action_objects:
         result.append(statement("ReadCustomActionScripts", ["s3:GetObject"], list(action_objects)))
-    if directory_secret_arn:
-        result.append(statement("ReadDirectoryBindPassword", ["secretsmanager:GetSecretValue"], [directory_secret_arn]))
+    result += directory_statements(directory)
     if file_system_arns:
         result.append(
             statement(

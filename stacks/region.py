@@ -27,7 +27,7 @@ from stacks.launch_templates import add_managed_policies, pool_launch_template
 from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
-from stacks.node_policies import custom_action_objects, directory_secret, munge_secret_pattern, node_statements
+from stacks.node_policies import custom_action_objects, munge_secret_pattern, node_statements
 from stacks.user_data import directory_values
 
 
@@ -69,7 +69,7 @@ class RegionStack(cdk.Stack):
             [home_region],
             munge,
             action_objects=actions,
-            directory_secret_arn=directory_secret(cluster),
+            directory=cluster.directory,
         )
         for statement in to_cdk(statements):
             self.compute_role.add_to_policy(statement)

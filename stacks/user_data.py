@@ -149,7 +149,7 @@ _CONF_SERVER = [
     " --output text || echo pending)",
     "done",
     f'if [ "$ELASTIC_SLURM_CONF_SERVER" = {CONF_SERVER_PENDING} ] || [ -z "$ELASTIC_SLURM_CONF_SERVER" ]; then'
-    ' echo "elastic-slurm boot: no controller has published its address" >&2; exit 1; fi',
+    ' echo "elastic-slurm boot: no controller has published its address" >&2; false; fi',  # false: the ERR trap
     'export ELASTIC_SLURM_CONF_SERVER ELASTIC_SLURM_CLUSTER="$ES_CLUSTER"',
 ]
 

@@ -39,6 +39,8 @@ make install > /dev/null
 make -C contribs/nss_slurm > "$work/nss_slurm.log" 2>&1 || { tail -40 "$work/nss_slurm.log" >&2; exit 1; }
 make -C contribs/nss_slurm install > /dev/null
 ldconfig
+# x86_64/aarch64 RPM systems search /usr/lib64, not /usr/lib (Debian finds it): tell their loader where it is
+if ! ldconfig -p | grep -q 'libnss_slurm\.so\.2 '; then echo /usr/lib > /etc/ld.so.conf.d/slurm-usr-lib.conf; ldconfig; fi
 
 getent group slurm >/dev/null || groupadd --system --gid "$SLURM_GID" slurm
 id slurm >/dev/null 2>&1 || useradd --system --uid "$SLURM_UID" --gid slurm --home-dir /var/lib/slurm \

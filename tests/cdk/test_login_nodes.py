@@ -43,6 +43,9 @@ def test_one_group_per_login_pool_kept_at_count_and_rolled_one_at_a_time(assembl
     # login nodes the group then relaunches
     (deconfigure,) = _resources(assemblies, "Custom::ElasticSlurmDeconfigure")
     assert deconfigure in group["DependsOn"]
+    # launched once the controllers reported healthy (a login node's boot waits only so long for their address)
+    (ready,) = _resources(assemblies, "AWS::CloudFormation::WaitCondition")
+    assert ready in group["DependsOn"]
 
 
 def test_the_login_template_boots_sackd_configless_and_no_slurmd(assemblies: dict[str, Assembly]) -> None:
@@ -50,6 +53,10 @@ def test_the_login_template_boots_sackd_configless_and_no_slurmd(assemblies: dic
     text = json.dumps(data["UserData"])
     assert "systemctl enable --now sackd" in text and "--conf-server $ELASTIC_SLURM_CONF_SERVER" in text
     assert "ES_LOGIN_POOL=users" in text and "ES_ROLE=login" in text
+    # the controllers' instance ids: a replaced controller is a new launch template version, which rolls the login
+    # nodes onto its address (sackd keeps the address it started with)
+    (controller,) = _resources(assemblies, "AWS::EC2::Instance")
+    assert "ES_CONTROLLER_INSTANCES=" in text and {"Ref": controller} in data["UserData"]["Fn::Base64"]["Fn::Join"][1]
     assert "elastic-slurm-node-bootstrap" not in text  # what starts slurmd on a compute node
     assert "enable --now slurmctld" not in text and "enable --now slurmdbd" not in text
     assert data["MetadataOptions"]["HttpTokens"] == "required"

@@ -17,6 +17,7 @@ from tests.cdk.conftest import Assembly
 pytestmark = pytest.mark.cdk
 
 CONFIG = "site-customized"
+KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SCRIPTS = [
     "arn:aws:s3:::site-bucket/compute/agent.sh",
     "arn:aws:s3:::site-bucket/controller/register.sh",
@@ -108,7 +109,17 @@ def test_every_node_role_reads_exactly_the_directorys_bind_secret_and_its_parame
     ]
     assert len(reads) == 3  # the controllers', the compute and the login role
     secret = "arn:aws:secretsmanager:us-east-1:111122223333:secret:site/ldap-reader-AbCdEf"
-    assert all(s["Action"] == "secretsmanager:GetSecretValue" and s["Resource"] == secret for s in reads)
+    # the ARN as given and with the six characters Secrets Manager appends (a partial ARN names no secret to IAM)
+    assert all(
+        s["Action"] == "secretsmanager:GetSecretValue" and s["Resource"] == [secret, f"{secret}-??????"] for s in reads
+    )
+    decrypts = [
+        s
+        for p in policies.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "DecryptDirectoryBindPassword"
+    ]
+    assert len(decrypts) == 3 and all(s["Resource"] == KMS_KEY and s["Action"] == "kms:Decrypt" for s in decrypts)
     for prefix in ("ControllerLt", "Ltcpuc7i", "Ltmlp5", "Loginusers"):
         text = json.dumps(_launch_template(assemblies, prefix)["UserData"])
         assert "ES_DIRECTORY_PARAMETER=/elastic-slurm/site/directory" in text, prefix

@@ -55,9 +55,9 @@ def test_a_gpu_pools_settings_join_its_gres_line() -> None:
 
 
 def test_cluster_settings_are_global_lines_before_the_pools_lines() -> None:
-    assert gres_conf([GPU_POOL], gres_settings={"AutoDetect": "nvml"}) == [
+    assert gres_conf([GPU_POOL], gres_settings={"AutoDetect": "off"}) == [
         "# clusters[].gres_settings of the config",
-        "AutoDetect=nvml",
+        "AutoDetect=off",
         "NodeName=cpu-g5-[1-2] Name=gpu File=/dev/nvidia[0-3]",
     ]
 
@@ -126,3 +126,11 @@ def test_the_controller_boot_renders_slurmdbd_conf_with_the_applied_config() -> 
     (line,) = [x for x in script.splitlines() if "render-slurmdbd" in x]
     assert "--config /etc/elastic-slurm/cluster.yaml" in line
     assert script.index("elastic-slurm-config-apply") < script.index("render-slurmdbd")
+
+
+def test_autodetect_takes_only_off_since_the_images_have_no_gpu_libraries() -> None:
+    from cluster_config.slurm_settings import GRES_OWNED, owned_key_errors
+
+    assert owned_key_errors({"AutoDetect": "off"}, GRES_OWNED) == []
+    (error,) = owned_key_errors({"AutoDetect": "nvml"}, GRES_OWNED)
+    assert error.startswith("key 'AutoDetect': only 'off': the images build Slurm without GPU libraries")
