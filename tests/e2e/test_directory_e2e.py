@@ -18,7 +18,7 @@ import pytest
 from localcloud import directory, enter
 from localcloud.cloud import LocalCloud
 from localcloud.login_nodes import on_login, sbatch_on_login, wait_ready
-from tests.e2e.conftest import module_cloud
+from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e
 
@@ -56,3 +56,6 @@ def test_a_directory_user_submits_from_the_login_node_and_runs_with_its_groups(c
     # sacct names the job's user and account: slurmctld resolved uid 3001 through the controller's sssd
     (line,) = cloud.slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "User,Account").split()
     assert line == "ldapuser|eda"
+    # the node it ran on was launched for it in the emulated EC2, and no instance is left without a node
+    assert [i.pool for i in cloud.instances()] == ["cpu-small"]
+    assert_no_orphans(cloud)

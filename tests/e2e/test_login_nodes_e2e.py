@@ -13,6 +13,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.login_nodes import group_name, login_nodes, on_login, sbatch_on_login, wait_ready
+from tests.e2e.conftest import assert_no_orphans
 
 pytestmark = pytest.mark.e2e
 
@@ -48,6 +49,10 @@ def test_a_user_on_the_login_node_submits_and_the_job_runs_on_a_launched_node(cl
     assert queue.stdout.strip() in ("esuser", ""), queue.stdout  # listed until it ends
     (record,) = cloud.wait_jobs_done([job], timeout=180)
     assert record.state == "COMPLETED"
-    # on a compute node the plugin launched for it
+    # on a compute node the plugin launched for it: an instance of its pool in EC2, none left without a node, and
+    # the login node still the group's one live login instance
     assert (cloud.layout.jobs / f"{job}.out").read_text().strip() == f"ran on {record.nodes}"
     assert record.nodes.startswith("cpu-")
+    assert {i.pool for i in cloud.instances()} & {"cpu-small", "cpu-big"}
+    assert_no_orphans(cloud)
+    assert [n.instance_id for n in login_nodes(cloud)] == [node.instance_id]

@@ -13,20 +13,21 @@ from stacks.user_data import pool_values
 from tests.unit.cache_fixture import fixture_cache
 
 
+def one_partition(pools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A config of one cluster `ht` whose default partition `cpu` has `pools`."""
+    cluster = {
+        "name": "ht",
+        "region": "us-east-1",
+        "storage": {"efs": {}},
+        "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+        "partitions": [{"name": "cpu", "default": True, "pools": pools}],
+    }
+    return {"clusters": [cluster]}
+
+
 def rendered(pool: dict[str, Any]) -> tuple[str, str]:
     """(NodeName line, PartitionName line) of a one-pool cluster."""
-    data = {
-        "clusters": [
-            {
-                "name": "ht",
-                "region": "us-east-1",
-                "storage": {"efs": {}},
-                "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
-                "partitions": [{"name": "cpu", "default": True, "pools": [{"name": "c7i", "max_nodes": 2, **pool}]}],
-            }
-        ]
-    }
-    config = parse(data, "ht.yaml")
+    config = parse(one_partition([{"name": "c7i", "max_nodes": 2, **pool}]), "ht.yaml")
     out = render_cluster(config, "ht", placeholder_infra(config.cluster("ht")), fixture_cache())
     (node,) = [x for x in out.fragments["nodes"].splitlines() if x.startswith("NodeName=")]
     (part,) = [x for x in out.fragments["partitions"].splitlines() if x.startswith("PartitionName=")]
@@ -54,30 +55,12 @@ def test_mem_spec_limit_is_kept_out_of_the_memory_per_core() -> None:
 
 
 def test_only_such_a_pools_launch_template_values_turn_the_threads_off() -> None:
-    data = {
-        "clusters": [
-            {
-                "name": "ht",
-                "region": "us-east-1",
-                "storage": {"efs": {}},
-                "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
-                "partitions": [
-                    {
-                        "name": "cpu",
-                        "pools": [
-                            {
-                                "name": "off",
-                                "instance_types": ["c7i.large"],
-                                "max_nodes": 1,
-                                "disable_hyperthreading": True,
-                            },
-                            {"name": "on", "instance_types": ["c7i.large"], "max_nodes": 1},
-                        ],
-                    }
-                ],
-            }
+    data = one_partition(
+        [
+            {"name": "off", "instance_types": ["c7i.large"], "max_nodes": 1, "disable_hyperthreading": True},
+            {"name": "on", "instance_types": ["c7i.large"], "max_nodes": 1},
         ]
-    }
+    )
     off, on = parse(data, "ht.yaml").clusters[0].partitions[0].pools
     assert pool_values("cpu", off) == {"ES_POOL": "cpu-off", "ES_SMT_OFF": "1"}
     assert pool_values("cpu", on) == {"ES_POOL": "cpu-on"}
