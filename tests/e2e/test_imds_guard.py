@@ -49,6 +49,8 @@ NETNS_SETUP = (
     f"ip addr add {IMDS_V4}/32 dev lo; "
     f"ip route replace local {IMDS_V4} dev lo table local proto kernel scope host src 127.0.0.2; "
     f"ip -6 addr add {IMDS_V6}/128 dev lo nodad; "
+    # the kernel adds the address's local route a moment later: replace it only once it is there (else `del` races it)
+    f"for _ in $(seq 50); do ip -6 route show table local {IMDS_V6} | grep -q . && break; sleep 0.1; done; "
     f"ip -6 route del local {IMDS_V6} dev lo table local; "
     f"ip -6 route add local {IMDS_V6} dev lo table local proto kernel src ::1; "
     'exec "$@"'
