@@ -35,6 +35,7 @@ bench: setup
 docs: setup
 	$(PY) -m elastic_slurm.docs_gen > docs/configuration.md
 	$(PY) -m elastic_slurm.update_docs --write
+	$(PY) -m elastic_slurm.dashboards.grafana --write
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

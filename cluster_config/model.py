@@ -29,6 +29,7 @@ from cluster_config.model_base import (
     PurchaseOption,
     StrictModel,
 )
+from cluster_config.model_budget import Budget
 from cluster_config.model_infra import (
     EfsStorage,
     ExistingNetwork,
@@ -65,6 +66,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
     "REGION_PATTERN",
     "SECURITY_GROUP_PATTERN",
     "Accounting",
+    "Budget",
     "CapacityReservation",
     "CustomAction",
     "CustomActions",
@@ -301,6 +303,9 @@ class Cluster(StrictModel):
     )
     iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource of this cluster.")
+    budget: Budget | None = Field(
+        default=None, description="A monthly AWS Budgets cost budget with email and alerts-topic alerts (docs/cost.md)."
+    )
     nss_slurm: bool = Field(default=False, description=model_site.NSS_SLURM_DESCRIPTION)
     slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(CLUSTER_OWNED))] = Field(
         default_factory=dict,

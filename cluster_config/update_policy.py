@@ -227,6 +227,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(f"{_C}.ssh_allowed_cidrs[]", _NONE, "security group rules change in place"),
     Rule(f"{_C}.tags.<key>", _NONE, _TAGS),
+    Rule(
+        f"{_C}.{{budget,budget.monthly_limit_usd,budget.alert_emails[],budget.alert_at_percent[],budget.alert_on}}",
+        _NONE,
+        "the AWS Budgets budget in the cluster stack is created, updated or replaced (a new alert list: its name "
+        "carries their digest), nothing running restarts",
+    ),
     Rule("tags.<key>", _NONE, _TAGS),
     # ---- partitions and pools: the config object only, except what a pool's launch template holds
     Rule(

@@ -19,6 +19,7 @@ from elastic_slurm.commands import (
     config_cmds,
     configure_cmd,
     connect_cmd,
+    cost_cmd,
     fleet_cmd,
     local_cmd,
     logs_cmd,
@@ -44,6 +45,7 @@ COMMAND_MODULES = [
     connect_cmd,
     cluster_cmd,
     fleet_cmd,
+    cost_cmd,
 ]
 
 

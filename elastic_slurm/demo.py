@@ -2,7 +2,8 @@
 
 Steps: validate every example config; bring the local cloud up with `local-demo.yaml` (real slurmctld/slurmd/slurmdbd,
 emulated EC2); submit single-node jobs, one 4-node job and a 20-task job array; show nodes powering up across AZs
-while jobs run; wait for scale-down and for every instance to be terminated; print a summary. The last line is
+while jobs run; wait for scale-down and for every instance to be terminated; draw the run's timeline (a PNG from the
+cluster's Prometheus, in the state dir) and print what it cost (sacct x prices); print a summary. The last line is
 machine-readable: `demo: J jobs completed, F failed, I instances left running, N nodes launched in Z AZs, Slurm V`.
 The workload is submitted by an ordinary user (neither root nor a Slurm admin), as on a real cluster.
 Nothing is left running unless `--keep` is given.
@@ -139,11 +140,11 @@ def job_table(cloud: LocalCloud, job_ids: Sequence[str]) -> list[tuple[str, str,
 
 def run(keep: bool, state_dir: str) -> int:
     """The whole demo; returns the exit code (0 when every job completed and nothing is left running)."""
-    _say("== 1/5 validating the example configs")
+    _say("== 1/6 validating the example configs")
     if not validate_examples():
         return 2
     cloud = LocalCloud(state_dir)
-    _say(f"== 2/5 starting the local cloud ({DEMO_CONFIG.name}) in {state_dir}")
+    _say(f"== 2/6 starting the local cloud ({DEMO_CONFIG.name}) in {state_dir}")
     started = time.monotonic()
     try:
         info = cloud.up(DEMO_CONFIG)
@@ -162,9 +163,10 @@ def run(keep: bool, state_dir: str) -> int:
 
 
 def _workload(cloud: LocalCloud, suspend_time: int) -> int:
+    started = time.time()
     cloud.set_faults(SHORTAGE)
     _say(
-        f"== 3/5 emulated EC2 has no {SHORTAGE.capacity[0].instance_type} capacity in "
+        f"== 3/6 emulated EC2 has no {SHORTAGE.capacity[0].instance_type} capacity in "
         f"{SHORTAGE.capacity[0].availability_zone} (InsufficientInstanceCapacity): watch the plugin fall over"
     )
     _say("  submitting: 3 single-node jobs from the login node, one 4-node job, a 20-task job array")
@@ -181,7 +183,7 @@ def _workload(cloud: LocalCloud, suspend_time: int) -> int:
     except OpsError as exc:
         failures.append(str(exc))
         records = cloud.jobs(list(jobs))
-    _say(f"== 4/5 jobs done; waiting for scale-down (SuspendTime={suspend_time}s) and instance termination")
+    _say(f"== 4/6 jobs done; waiting for scale-down (SuspendTime={suspend_time}s) and instance termination")
 
     def scaled_down() -> bool:
         progress.tick()
@@ -191,8 +193,24 @@ def _workload(cloud: LocalCloud, suspend_time: int) -> int:
         cloud.wait_until(scaled_down, SCALE_DOWN_TIMEOUT, "every node powered down and every instance terminated")
     except OpsError as exc:
         failures.append(str(exc))
-    _say("== 5/5 summary")
+    _say("== 5/6 what it looked like and what it cost (from the cluster's Prometheus and sacct)")
+    _picture_and_cost(cloud, started)
+    _say("== 6/6 summary")
     return _summary(cloud, jobs, records, progress, failures)
+
+
+def _picture_and_cost(cloud: LocalCloud, since: float) -> None:
+    """The timeline PNG (elastic_slurm/report) and the cost report (`elastic-slurm local cost`) of the run."""
+    from elastic_slurm.cli import main as cli
+    from elastic_slurm.report import PrometheusError, ReportError
+    from elastic_slurm.report.local_cloud import write_timeline
+
+    try:
+        _say(f"  timeline: {write_timeline(cloud, since)}  (nodes, instances per AZ, jobs, launches, capacity errors)")
+    except (PrometheusError, ReportError, OSError) as exc:
+        _say(f"  timeline: not drawn: {' '.join(str(exc).split())}")
+    when = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
+    cli(["local", "cost", "--since", when, "--by", "user", "--state-dir", str(cloud.layout.root)])
 
 
 def _summary(

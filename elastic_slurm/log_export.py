@@ -1,10 +1,10 @@
 """Copy a cluster's CloudWatch Logs into files: what `elastic-slurm logs export` writes.
 
-Every node ships /var/log/slurm/*.log with the CloudWatch agent into the cluster's log group `/elastic-slurm/NAME`
-(home region; stacks/naming.py `log_group_name`, retention one month, stacks/cluster.py), one stream per instance and
-file, named `<instance id>/<file name>` (stacks/user_data.py): `i-0abc/slurmctld.log` and `i-0abc/slurmdbd.log` on
-controllers, `i-0def/slurmd.log` on compute nodes. The plugin's and the cluster manager's own logs
-(/var/log/elastic-slurm/) are not shipped.
+Every node ships its Slurm and elastic-slurm logs with the CloudWatch agent into the cluster's log group
+`/elastic-slurm/NAME` (home region; stacks/naming.py `log_group_name`, retention one month, stacks/cluster.py), one
+stream per instance and file, named `<instance id>/<file name>` (slurm_plugin/log_shipping.py): `i-0abc/slurmctld.log`,
+`i-0abc/slurmdbd.log`, `i-0abc/plugin.log`, `i-0abc/clustermgr.log` on controllers, `i-0def/slurmd.log` and
+`i-0def/prolog.log` on compute nodes.
 
 An export reads the window with FilterLogEvents (boto3's paginator) — the whole group, or the streams of given
 instances — and writes one file per stream, `DIR/<stream>` (`.log` added when the name has no such suffix; a stream

@@ -40,6 +40,7 @@ from localcloud import (
     enter,
     machines,
     procs,
+    prometheus,
     slurm_root,
 )
 from localcloud.aws_setup import create_infra, plan_networks
@@ -59,6 +60,7 @@ LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
 PLUGIN_PROGRAMS = ("slurm-resume", "slurm-suspend", "slurm-resume-fail", "slurm-pool-protection")
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
+CLOUDWATCH_SECONDS = 5  # the exporter's CloudWatch publish interval here (60 on EC2): runs last minutes
 
 # name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
 DAEMONS: list[tuple[str, str]] = [
@@ -66,6 +68,8 @@ DAEMONS: list[tuple[str, str]] = [
     ("license-sync-timer", "while sleep"),
     ("longcheck-timer", "while sleep"),
     ("config-sync-timer", "while sleep"),
+    ("prometheus", "prometheus"),
+    ("exporter", "slurm-exporter"),
     ("clustermgr", "slurm_plugin.manager"),
     ("slurmctld", "slurmctld"),
     ("slurmdbd", "slurmdbd"),
@@ -81,6 +85,7 @@ UNIT_PID_FILES = {
     "longcheck-timer": "slurm-longcheck.timer",
     "config-sync-timer": "slurm-config-sync.timer",
     "clustermgr": "slurm-clustermgr.service",
+    "exporter": "slurm-exporter.service",
     "slurmctld": "slurmctld.service",
     "slurmdbd": "slurmdbd.service",
     "munged": "munge.service",
@@ -122,6 +127,7 @@ class CloudInfo:
     login_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each login pool's template adds these
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
     directory: bool = False  # the config has clusters[].directory: slapd and the controller's sssd run
+    prometheus_url: str = ""  # the host's Prometheus scraping the controller's exporter (localcloud/prometheus.py)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -342,6 +348,8 @@ class LocalCloud(CloudOps):
             slurmdbd=base.get("slurmdbd") or free_port(),
             slurmd_base=block,
             sackd=block + nodes,
+            exporter=free_port(),
+            prometheus=free_port(),
         )
         if shared is None:
             LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
@@ -411,6 +419,7 @@ class LocalCloud(CloudOps):
             login_user_data={pool.name: login_values(pool) for pool in cluster.login_nodes},
             controller=hosts[0].hostname,
             directory=cluster.directory is not None,
+            prometheus_url=f"http://127.0.0.1:{ports.prometheus}",
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         view = machines.controller_view(layout, self._root, shared_mount, hosts[0].hostname)
@@ -426,7 +435,8 @@ class LocalCloud(CloudOps):
             controller_boot.boot(layout, view, values, marker, signal_url)
             if shared is None and accounting:
                 daemons.add_job_user(view, cluster.name)
-        except (controller_boot.BootError, daemons.DaemonError) as exc:
+            prometheus.start(layout, ports.prometheus, f"127.0.0.1:{ports.exporter}")
+        except (controller_boot.BootError, daemons.DaemonError, prometheus.PrometheusError) as exc:
             raise LocalCloudError(str(exc)) from None
         runner = [sys.executable, "-m", "localcloud.instance_runner", "--state-dir", str(layout.root)]
         procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
@@ -470,6 +480,8 @@ class LocalCloud(CloudOps):
             "ES_RENDER_OVERRIDES": str(overrides),
             "ES_LOCAL_UNIT_DIR": str(layout.run / "units"),
             "ES_STATE_DIR": str(layout.plugin_state),
+            "ES_EXPORTER_LISTEN": f"127.0.0.1:{ports.exporter}",
+            "ES_CLOUDWATCH_INTERVAL": str(CLOUDWATCH_SECONDS),
             "ES_LOG_DIR": str(layout.log),
             "ES_SLURM_LOG_DIR": str(layout.log),
             daemons.CLOUD_MARKER: str(layout.root),

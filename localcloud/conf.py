@@ -29,6 +29,8 @@ class Ports:
     slurmdbd: int
     slurmd_base: int
     sackd: int  # SlurmdPort: every node has its own Port=, so only login nodes' sackd listen here
+    exporter: int = 0  # the controller's metrics exporter (9464 on EC2)
+    prometheus: int = 0  # the host's Prometheus scraping it
 
 
 def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:

@@ -152,10 +152,13 @@ class EmulatedAws:
 def build_app() -> Any:
     """moto's multi-service WSGI app wrapped in the fault middleware."""
     from moto.ec2.models import ec2_backends
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+    from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     from localcloud.fault_middleware import FaultMiddleware
     from localcloud.iam_gate import IamGate
+    from localcloud.spot_history import Offer
 
     account = "123456789012"
 
@@ -173,7 +176,14 @@ def build_app() -> Any:
         except Exception:
             return None
 
-    app = FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type)
+    def offers(region: str) -> list[Offer]:
+        zone_ids = {zone.name: zone.zone_id for zone in RegionsAndZonesBackend.zones.get(region, [])}
+        return [
+            Offer(o["InstanceType"], o["Location"], zone_ids.get(o["Location"], ""))
+            for o in INSTANCE_TYPE_OFFERINGS["availability-zone"].get(region, [])
+        ]
+
+    app = FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type, offers)
     return IamGate(app)
 
 

@@ -7,7 +7,9 @@ What it adds to moto, request by request:
   and reports each in the response's `errorSet`, as EC2 does;
 - ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again,
   also to a retry that arrives while the first request is still being served);
-- RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount).
+- RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount);
+- prices, which moto lacks: the Price List API (`pricing` GetProducts, localcloud/price_list.py) and
+  DescribeSpotPriceHistory with per-AZ prices from the same table (localcloud/spot_history.py).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset;
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
 token is the capability, as the handle's pre-signed URL is), GET returns the signals it received.
@@ -27,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape
 
+from localcloud import price_list, spot_history
 from localcloud.faults import Faults
 
 StartResponse = Callable[..., Any]
@@ -35,6 +38,7 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 # (ec2 region, thing) → answer; looked up in the moto backend of the same process.
 SubnetAz = Callable[[str, str], str | None]
 TemplateType = Callable[[str, str], str | None]
+SpotOffers = Callable[[str], Iterable[spot_history.Offer]]  # ec2 region → the (type, AZ) pairs EC2 offers
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
@@ -53,10 +57,11 @@ def ec2_error(code: str, message: str, status: str) -> tuple[str, list[tuple[str
 class FaultMiddleware:
     """Wraps moto's WSGI app; thread-safe (the server is threaded)."""
 
-    def __init__(self, app: WsgiApp, subnet_az: SubnetAz, template_type: TemplateType) -> None:
+    def __init__(self, app: WsgiApp, subnet_az: SubnetAz, template_type: TemplateType, offers: SpotOffers) -> None:
         self.app = app
         self.subnet_az = subnet_az
         self.template_type = template_type
+        self.offers = offers
         self.faults = Faults()
         self.counts: Counter[str] = Counter()
         self.lost_left: dict[str, int] = {}
@@ -85,6 +90,10 @@ class FaultMiddleware:
             faults = self.faults
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
+        if service == "pricing":
+            status, headers, body = price_list.answer(action, raw)
+            start_response(status, headers)
+            return [body]
         if service != "ec2":
             return self.app(environ, start_response)
         status, headers, body = self._ec2(environ, raw, params, action, region, faults)
@@ -116,6 +125,8 @@ class FaultMiddleware:
                 answer = self._run_instances(environ, raw, params, region, faults)
             elif action == "CreateFleet":
                 answer = self._create_fleet(environ, params, region, faults)
+            elif action == "DescribeSpotPriceHistory":
+                answer = spot_history.describe_spot_price_history(params, self.offers(region))
             else:
                 answer = self._forward(environ, raw)
         finally:

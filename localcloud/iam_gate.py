@@ -26,6 +26,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 ACCOUNT = "123456789012"
 CONTROL_PATH = "/_localcloud/iam"
+# IAM service prefixes that differ from the SigV4 signing name moto takes the action's prefix from
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 
 
 def request_action(environ: dict[str, Any], body: bytes) -> str:
@@ -135,6 +137,8 @@ class IamGate:
                 headers=headers,  # type: ignore[arg-type]  # a case-insensitive mapping, as moto's own is
                 action=s3_action(method, path) if s3 else request_action(environ, body),
             )
+            service, _, name = request._action.partition(":")
+            request._action = f"{IAM_PREFIXES.get(service, service)}:{name}"
             request.check_signature()
             request.check_action_permitted("*")
         except HTTPException as error:  # moto's AuthFailure / AccessDenied / InvalidClientTokenId

@@ -18,6 +18,7 @@ from cdk_nag import AwsSolutionsChecks
 from cluster_config import load
 from cluster_config.checks import network_azs
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, RemoteRegion
+from slurm_plugin.licenses.units import schedules
 from stacks.accounting import AccountingStack
 from stacks.cluster import ClusterStack
 from stacks.federation import add_federation_stacks, federation_peer_cidrs, munge_sharing, peered_members
@@ -155,6 +156,8 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         remote_regions=[region for _, region in remote],
         munge_owner=owner,
         munge_replica_regions=replica_regions,
+        accounting=config.accounting.mode != "none",
+        license_schedules=tuple(schedules(config)),
         cross_region_references=crossing,
         description=f"Slurm cluster {name}: controllers, launch templates, events, deconfigure",
         **common,

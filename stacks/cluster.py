@@ -23,7 +23,9 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of, pool_azs, region_of_az
 from cluster_config.model import Cluster, NewNetwork, Partition, Pool
+from slurm_plugin.exporter import EXPORTER_PORT
 from slurm_plugin.render.sssd import section_json
+from stacks.budget import ClusterBudget
 from stacks.deconfigure import Deconfigure
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements, to_cdk
 from stacks.launch_templates import (
@@ -87,6 +89,8 @@ class ClusterStack(cdk.Stack):
         remote_regions: list[RegionStack] | None = None,
         munge_owner: str | None = None,
         munge_replica_regions: tuple[str, ...] = (),
+        accounting: bool = False,
+        license_schedules: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -173,7 +177,13 @@ class ClusterStack(cdk.Stack):
         for statement in to_cdk(fleet_statements(scope, cluster.name, [home, *remote])):
             self.controller_role.add_to_policy(statement)
         infra = self._deployed_infra()  # read through ReadClusterParameters (node_statements)
-        self.monitoring = ClusterMonitoring(self, "Monitoring", cluster=cluster.name)
+        # the slurmdbd and license-sync alarms exist only where the exporter reports those (config-wide settings)
+        self.monitoring = ClusterMonitoring(
+            self, "Monitoring", cluster=cluster.name, accounting=accounting, license_schedules=license_schedules
+        )
+        if cluster.budget is not None:  # the monthly cost budget alerts on the same topic (stacks/budget.py)
+            topic, key = self.monitoring.topic, self.monitoring.alerts_key
+            ClusterBudget(self, "Budget", cluster=cluster.name, budget=cluster.budget, topic=topic, key=key)
         resources = ControllerResources(
             config_object_arn=f"{self.config_asset.bucket.bucket_arn}/{self.config_asset.s3_object_key}",
             database_secret_arn=database_secret.secret_arn if database_secret is not None else None,
@@ -201,7 +211,7 @@ class ClusterStack(cdk.Stack):
             ready.add_dependency(controller)
             self.controllers.append(controller)
             self.controllers_ready.append(ready)
-        self.monitoring.watch_controllers([c.ref for c in self.controllers])
+        self.monitoring.watch_controllers([c.ref for c in self.controllers], ready=self.controllers_ready)
         self.login_nodes = self._login_nodes(file_system_arns)
         regions = [self.region, *(r.region for r in self.remote_regions)]
         self.deconfigure = Deconfigure(
@@ -308,6 +318,9 @@ class ClusterStack(cdk.Stack):
             "ES_CONFIG_PARAMETER": self.config_url.parameter_name,
             "ES_EVENTS_QUEUE": self.monitoring.queue.queue_url,
             "ES_ALERTS_TOPIC": self.monitoring.topic.topic_arn,
+            # the metrics exporter (assets/systemd/slurm-exporter.service, docs/observability.md)
+            "ES_EXPORTER_LISTEN": f"0.0.0.0:{EXPORTER_PORT}",
+            "ES_CLOUDWATCH_INTERVAL": "60",
         }
         if database_secret is not None and database_endpoint is not None:
             extra |= {"ES_DB_SECRET": database_secret.secret_arn, "ES_DB_ENDPOINT": database_endpoint}

@@ -1,9 +1,11 @@
 """Events and monitoring of one cluster: EventBridge rules → SQS queue the cluster manager reads (spot interruption
 warnings, rebalance recommendations, instance state changes, scheduled events), an SNS topic for operator alerts,
-CloudWatch alarms on the queue and the controllers, and a dashboard.
+CloudWatch alarms on the queue, the controllers and the exporter's metrics (stacks/cluster_alarms.py), and a dashboard.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -16,6 +18,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.cluster_alarms import ClusterHealthAlarms
+
 EC2_EVENTS = {
     "SpotInterruption": ["EC2 Spot Instance Interruption Warning"],
     "Rebalance": ["EC2 Instance Rebalance Recommendation"],
@@ -26,7 +30,17 @@ EC2_EVENTS = {
 class ClusterMonitoring(Construct):
     """Queue, rules, topic, alarms and dashboard."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: str,
+        accounting: bool = False,
+        license_schedules: Sequence[str] = (),
+    ) -> None:
+        """`accounting`: the cluster has slurmdbd (its alarm); `license_schedules`: the `sync_schedule`s of the synced
+        licenses (the license-sync alarm, stacks/cluster_alarms.py)."""
         super().__init__(scope, construct_id)
         dlq = sqs.Queue(
             self,
@@ -97,9 +111,19 @@ class ClusterMonitoring(Construct):
         ]
         for alarm in alarms:
             alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        # the exporter's metrics (slurm_plugin/exporter/cloudwatch.py): controller, slurmdbd, capacity, boots, licenses
+        health = ClusterHealthAlarms(
+            self,
+            "Health",
+            cluster=cluster,
+            topic=self.topic,
+            accounting=accounting,
+            license_schedules=license_schedules,
+        )
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"elastic-slurm-{cluster}")
         dashboard.add_widgets(
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms, width=24),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=[*alarms, *health.alarms], width=24),
+            *health.widgets,
             cloudwatch.GraphWidget(
                 title="EC2 events",
                 left=[
@@ -111,9 +135,12 @@ class ClusterMonitoring(Construct):
         )
         self._cluster = cluster
         self._dashboard = dashboard
+        self._health = health
 
-    def watch_controllers(self, instance_ids: list[str]) -> None:
-        """Status-check alarms and a CPU graph for the controllers."""
+    def watch_controllers(self, instance_ids: list[str], ready: Sequence[Construct] = ()) -> None:
+        """Status-check alarms and a CPU graph for the controllers; the slurmctld/slurmdbd alarms wait for `ready` (the
+        controllers' wait conditions)."""
+        self._health.wait_for(ready)
         cluster = self._cluster
         alarms: list[cloudwatch.Alarm] = []
         for index, instance_id in enumerate(instance_ids):

@@ -58,8 +58,9 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
         ),
         (
             "AwsSolutions-IAM5[Resource::*]",
-            "EC2 Describe*, pricing:GetProducts and SSM GetCommandInvocation do not support resource-level "
-            "permissions.",
+            "EC2 Describe*, pricing:GetProducts, SSM GetCommandInvocation and CloudWatch PutMetricData do not "
+            "support resource-level permissions; PutMetricData is limited to the ElasticSlurm namespace by a "
+            "cloudwatch:namespace condition.",
         ),
         (
             f"AwsSolutions-IAM5[Resource::{EC2}:instance/*]",

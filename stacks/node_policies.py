@@ -1,5 +1,5 @@
 """What the controller and compute instances read and write besides EC2 (munge key, parameters, logs, file systems,
-the config object, the database secret, the events queue, the alert topic), as IAM policy data.
+the config object, the database secret, the events queue, the alert topic, the exporter's metrics), as IAM policy data.
 
 The cluster stack attaches exactly these statements (with CDK tokens for the ARNs) in place of CDK's `grant*`
 helpers, and the local cloud installs the same statements (with the emulated resources' ARNs) on the IAM principals
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster_config.model import Cluster, Directory
+from slurm_plugin.exporter.cloudwatch import NAMESPACE as METRICS_NAMESPACE
 from stacks.iam_policies import ArnScope, Statement, statement
 from stacks.naming import log_group_name, munge_secret_name
 
@@ -98,8 +99,17 @@ def node_statements(
 
 def controller_statements(resources: ControllerResources) -> list[Statement]:
     """What only the controller reads and writes: its config object, the database secret (accounting host), the events
-    queue (cluster manager), the alert topic with its key, and the conf-server parameter it publishes its address in."""
-    result = [statement("ReadClusterConfig", ["s3:GetObject"], [resources.config_object_arn])]
+    queue (cluster manager), the alert topic with its key, the conf-server parameter it publishes its address in, and
+    the exporter's CloudWatch metrics (PutMetricData has no resource type: `*`, limited to our namespace)."""
+    result = [
+        statement("ReadClusterConfig", ["s3:GetObject"], [resources.config_object_arn]),
+        statement(
+            "PutClusterMetrics",
+            ["cloudwatch:PutMetricData"],
+            ["*"],
+            {"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+        ),
+    ]
     if resources.database_secret_arn:
         result.append(
             statement("ReadDatabaseSecret", ["secretsmanager:GetSecretValue"], [resources.database_secret_arn])

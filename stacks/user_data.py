@@ -2,7 +2,7 @@
 
 Every role: write `/etc/elastic-slurm/env` (values CloudFormation fills in), install the munge key from Secrets
 Manager, mount every shared file system listed in the mounts parameter, start SSSD for the site's directory (when the
-config has one), ship /var/log/slurm to CloudWatch Logs. Then
+config has one), ship the Slurm and elastic-slurm logs to CloudWatch Logs. Then
 the controller fetches its config and `DeployedInfra`, finds the controllers' (and slurmdbd's) host names by their
 Name tags, renders the base slurm.conf + cgroup.conf + fragments + the runtime manifest into /etc/slurm, publishes the
 `slurmd --conf-server` argument in an SSM parameter (assets/bootstrap/elastic-slurm-config-apply, re-run by
@@ -74,12 +74,9 @@ _PRELUDE = [
     "done",
     "# users and groups from the site's directory (clusters[].directory), if any: sssd (assets/bootstrap)",
     f"{BIN}/elastic-slurm-directory",
-    "# Slurm logs to CloudWatch Logs (they also stay on local disk / the shared file system, see slurm.conf)",
+    "# Slurm's and elastic-slurm's logs to CloudWatch Logs, also kept on disk (slurm_plugin/log_shipping.py)",
     "if [ -x /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl ]; then",
-    f"cat > {ETC}/cloudwatch-agent.json <<CWA",
-    '{"logs": {"logs_collected": {"files": {"collect_list": [{"file_path": "/var/log/slurm/*.log",'
-    ' "log_group_name": "$ES_LOG_GROUP", "log_stream_name": "{instance_id}/{file_basename}"}]}}}}',
-    "CWA",
+    f'  {VENV_PYTHON} -m slurm_plugin.log_shipping "$ES_LOG_GROUP" > {ETC}/cloudwatch-agent.json',
     "  /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s"
     f" -c file:{ETC}/cloudwatch-agent.json",
     "fi",
@@ -122,6 +119,8 @@ _CONTROLLER = [
     'es_wait 300 "slurmctld on $(hostname -s)" bash -c \'scontrol ping | grep -q "at $(hostname -s) is UP"\'',
     "# cluster manager (assets/systemd/slurm-clustermgr.service)",
     "systemctl enable --now slurm-clustermgr.service",
+    "# metrics exporter (assets/systemd/slurm-exporter.service)",
+    "systemctl enable --now slurm-exporter.service",
     "# long health check schedule (assets/systemd/slurm-longcheck.timer): the primary controller submits it",
     'if [ "${ES_CONTROLLER_INDEX:-0}" = 0 ]; then systemctl enable --now slurm-longcheck.timer; fi',
     "# config updates in place (assets/systemd/slurm-config-sync.timer): no controller is replaced by a config edit",

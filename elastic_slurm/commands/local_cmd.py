@@ -1,4 +1,4 @@
-"""`elastic-slurm local up|down|status|env|interrupt`: the local cloud (real Slurm daemons + emulated AWS on this machine).
+"""`elastic-slurm local up|down|status|env|interrupt|report|cost`: the local cloud (real Slurm daemons + emulated AWS on this machine).
 
 See docs/local-cloud.md. Everything lives under one state directory (default /var/tmp/elastic-slurm-local);
 `down` stops exactly the processes recorded there.
@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from elastic_slurm.commands.cost_cmd import add_cost_arguments, run_on_cloud
 from elastic_slurm.errors import UserError
 
 DEFAULT_STATE_DIR = "/var/tmp/elastic-slurm-local"
@@ -50,7 +51,18 @@ def register(sub: Any) -> None:
     interrupt.add_argument("target", metavar="NODE_OR_INSTANCE", help="a Slurm node name or an instance id (i-...)")
     interrupt.set_defaults(func=run_interrupt)
 
-    for parser in (up, down, status, env, interrupt):
+    report = actions.add_parser("report", help="draw the cloud's timeline (nodes, instances, jobs) from its Prometheus")
+    report.add_argument("--out", metavar="PATH", help="PNG to write (default: timeline.png in the state directory)")
+    report.add_argument(
+        "--since", type=float, metavar="SECONDS", help="only the last SECONDS (default: since the cloud started)"
+    )
+    report.set_defaults(func=run_report)
+
+    cost = actions.add_parser("cost", help="what each job cost: `elastic-slurm cost` on the local cloud's controller")
+    add_cost_arguments(cost)
+    cost.set_defaults(func=run_cost)
+
+    for parser in (up, down, status, env, interrupt, report, cost):
         parser.add_argument(
             "--state-dir",
             default=os.environ.get("ELASTIC_SLURM_LOCAL_DIR", DEFAULT_STATE_DIR),
@@ -218,3 +230,28 @@ def run_interrupt(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     print(f"interrupted {instance_id}")
     return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Fetch the timeline from the cloud's Prometheus (from its start or the last --since seconds) and draw it."""
+    import time
+
+    from elastic_slurm.report import PrometheusError, ReportError
+    from elastic_slurm.report.local_cloud import write_timeline
+
+    if args.since is not None and not args.since > 0:
+        raise UserError(f"--since: must be a positive number of seconds, got {args.since}")
+    cloud = _running_cloud(args)
+    # from the cloud's start (cloud.json is written by `up`) or the last --since seconds
+    start = time.time() - args.since if args.since is not None else cloud.layout.cloud_json.stat().st_mtime
+    try:
+        path = write_timeline(cloud, start, Path(args.out) if args.out else None)
+    except (PrometheusError, ReportError, OSError) as exc:
+        raise UserError(" ".join(str(exc).split())) from None
+    print(f"timeline: {path}")
+    return 0
+
+
+def run_cost(args: argparse.Namespace) -> int:
+    """The cost report of the running local cloud (docs/cost.md)."""
+    return run_on_cloud(_running_cloud(args), args)

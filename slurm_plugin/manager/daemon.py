@@ -34,6 +34,7 @@ from slurm_plugin.manager.reconcile import reconcile
 from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 from slurm_plugin.powersave.slurm import SlurmError
+from slurm_plugin.telemetry import events as event_log
 
 NAME = "slurm-clustermgr"
 LOG = logging.getLogger(NAME)
@@ -106,6 +107,7 @@ class Manager:
         done = len(outcome.done)
         if not self.dry_run:
             metrics.update(self.manifest.state_dir, outcome.counters, at, done)
+            event_log.record(self.manifest.state_dir, terminated_records(outcome.done, instances))
         LOG.log(logging.INFO if done or outcome.failures else logging.DEBUG,
                 "cycle: %d node(s), %d instance(s), %d action(s) done, %d failure(s)",
                 len(nodes), len(instances), done, len(outcome.failures))  # fmt: skip
@@ -187,13 +189,24 @@ def build(manifest: Manifest, args: argparse.Namespace) -> Manager:
         manifest=manifest,
         settings=settings_of(manifest, args),
         slurm=ScontrolManager(manifest.slurm_bin_dir, manifest.slurm_conf),
-        ec2=Ec2(manifest.aws_endpoint_url),
+        ec2=Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
         host=args.host,
         sqs=sqs,
         queue_url=args.events_queue_url,
         ssm=ssm,
         dry_run=args.dry_run,
     )
+
+
+def terminated_records(done: Sequence[Action], instances: Sequence[Instance]) -> list[dict[str, Any]]:
+    """The event log's `terminated` lines for the instances this cycle terminated (reason: the action's counter)."""
+    by_id = {i.instance_id: i for i in instances}
+    return [
+        {"event": "terminated", "node": "", "pool": by_id[a.target].pool if a.target in by_id else "",
+         "instance_id": a.target, "region": a.region, "reason": a.counter or "manager"}
+        for a in done
+        if a.kind is Kind.TERMINATE
+    ]  # fmt: skip
 
 
 def run(manager: Manager, once: bool, interval: float, stop: threading.Event) -> int:

@@ -11,7 +11,7 @@ looked up comes back without an address, so the caller terminates it rather than
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_LAUNCH_REQUEST, TAG_POOL
 from slurm_plugin.powersave import retry_policy
 from slurm_plugin.powersave.planner import TERMINATE_MAX_IDS, Market, Override, batches
+from slurm_plugin.telemetry import events
 
 RETRY_CONFIG = retry_policy.CONFIG
 DESCRIBE_MAX_IDS = 200  # values per `instance-id` filter of one DescribeInstances (EC2: up to 200 filter values)
@@ -105,9 +106,13 @@ def _retried(response: Mapping[str, Any]) -> bool:
 class Ec2:
     """EC2 in any region, through one boto3 client per region (created on first use)."""
 
-    def __init__(self, endpoint_url: str | None = None, config: Config = RETRY_CONFIG) -> None:
+    def __init__(
+        self, endpoint_url: str | None = None, config: Config = RETRY_CONFIG, state_dir: str | None = None
+    ) -> None:
+        """`state_dir`: where throttled answers are recorded (the event log); None records nothing."""
         self.endpoint_url = endpoint_url
         self.config = config
+        self.state_dir = state_dir
         self._clients: dict[str, Any] = {}
         self._session = boto3.session.Session()
 
@@ -115,8 +120,18 @@ class Ec2:
         """The (cached) EC2 client of `region`."""
         if region not in self._clients:
             client = self._session.client("ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config)
-            self._clients[region] = retry_policy.install(client)
+            self._clients[region] = retry_policy.install(client, on_throttle=self._throttled_in(region))
         return self._clients[region]
+
+    def _throttled_in(self, region: str) -> Callable[[str], None] | None:
+        state_dir = self.state_dir
+        if state_dir is None:
+            return None
+
+        def throttled(api: str) -> None:
+            events.record(state_dir, [{"event": "throttled", "api": api, "region": region}])
+
+        return throttled
 
     # ------------------------------------------------------------------ launch
     def launch(self, request: LaunchRequest) -> LaunchResult:

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
 from slurm_plugin.powersave import capacity, protection, state
-from slurm_plugin.powersave.ec2 import Ec2, Instance, LaunchRequest
+from slurm_plugin.powersave.ec2 import Ec2, Instance, LaunchRequest, LaunchResult
 from slurm_plugin.powersave.planner import (
     CAPACITY_ERROR_CODES,
     CREATE_FLEET_MAX_TARGET,
+    Attempt,
     PoolLaunch,
     assign,
     cooldown_azs,
@@ -29,6 +32,7 @@ from slurm_plugin.powersave.planner import (
 )
 from slurm_plugin.powersave.slurm import Slurm, SlurmError
 from slurm_plugin.powersave.unusable_pools import COOLDOWN_CODE, report_failures
+from slurm_plugin.telemetry import events
 
 log = logging.getLogger("slurm-resume")
 
@@ -40,6 +44,7 @@ class PoolResult:
     instances: list[Instance] = field(default_factory=list)
     failed_keys: set[tuple[str, str, str]] = field(default_factory=set)
     code: str = "InsufficientInstanceCapacity"
+    markets: dict[str, str] = field(default_factory=dict)  # instance id -> market it was launched in
 
 
 @dataclass
@@ -81,8 +86,11 @@ def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: s
                 capacity_reservation_id=attempt.capacity_reservation_id,
                 capacity_block=attempt.capacity_block,
             )
+            started = time.monotonic()
             answer = ec2.launch(request)
             result.instances.extend(answer.instances)
+            result.markets.update(dict.fromkeys((i.instance_id for i in answer.instances), attempt.market))
+            _record_call(manifest, launch, attempt, request_id, answer, count, time.monotonic() - started)
             where = sorted({f"{i.instance_type}@{i.availability_zone}" for i in answer.instances})
             log.info(
                 "request %s pool %s: %s %s %s x%d -> %d instances %s",
@@ -113,7 +121,33 @@ def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: s
     return result
 
 
-def _terminate(ec2: Ec2, instances: Sequence[Instance], request_id: str, why: str) -> list[str]:
+def _record_call(
+    manifest: Manifest,
+    launch: PoolLaunch,
+    attempt: Attempt,
+    request_id: str,
+    answer: LaunchResult,
+    count: int,
+    seconds: float,
+) -> None:
+    """The event log's lines for one launch call: the call, and each capacity error with its AZ."""
+    where = {"request": request_id, "pool": launch.pool, "region": attempt.region, "market": attempt.market}
+    azs = {o.subnet_id: o.availability_zone for o in attempt.overrides}
+    records: list[dict[str, Any]] = [
+        {"event": "launch_call", **where, "api": answer.api, "requested": count,
+         "launched": len(answer.instances), "azs": dict(Counter(i.availability_zone for i in answer.instances)),
+         "seconds": round(seconds, 3)},
+    ]  # fmt: skip
+    records.extend(
+        {"event": "capacity_error", **where, "az": azs.get(error.subnet_id or "", ""),
+         "instance_type": error.instance_type or "", "code": error.code}
+        for error in answer.errors
+        if error.code in CAPACITY_ERROR_CODES
+    )  # fmt: skip
+    events.record(manifest.state_dir, records)
+
+
+def _terminate(ec2: Ec2, instances: Sequence[Instance], request_id: str, why: str, state_dir: str) -> list[str]:
     by_region: dict[str, list[str]] = {}
     for instance in instances:
         by_region.setdefault(instance.region, []).append(instance.instance_id)
@@ -123,6 +157,11 @@ def _terminate(ec2: Ec2, instances: Sequence[Instance], request_id: str, why: st
             ec2.terminate(region, ids)
             done.extend(ids)
             log.info("request %s: terminated %d %s instances in %s", request_id, len(ids), why, region)
+            events.record(
+                state_dir,
+                [{"event": "terminated", "node": "", "pool": i.tags.get(TAG_POOL, ""), "instance_id": i.instance_id,
+                  "region": region, "reason": why} for i in instances if i.instance_id in ids],
+            )  # fmt: skip
         except Exception as exc:
             log.error("request %s: could not terminate %s in %s: %s", request_id, ids, region, exc)
     return done
@@ -166,7 +205,7 @@ def _resume_claimed(
 ) -> None:
     request_id = outcome.request_id
     now = clock()
-    bind = _Binder(manifest, ec2, slurm, outcome)
+    bind = _Binder(manifest, ec2, slurm, outcome, clock=clock, started=now)
     wanted = list(nodes)
     nodes = bind.already_running(nodes)
     held = _protected(manifest, nodes, slurm, request_id)
@@ -189,6 +228,7 @@ def _resume_claimed(
         )  # fmt: skip
         result = _launch_pool(manifest, launch, ec2, request_id, seq)
         bind.known.update({i.instance_id: i for i in result.instances})
+        bind.launched_in.update({iid: (launch.pool, market) for iid, market in result.markets.items()})
         share = assign(launch, [i.instance_id for i in result.instances if i.private_ip])
         bind.unbound.update(share.assigned)
         bind.extras.extend(share.extra)
@@ -243,6 +283,9 @@ class _Binder:
     known: dict[str, Instance] = field(default_factory=dict)  # instance id -> instance
     unbound: dict[str, str] = field(default_factory=dict)  # node -> instance id, launched, not yet bound
     extras: list[str] = field(default_factory=list)  # instance ids to terminate
+    clock: Callable[[], float] = time.time
+    started: float = 0.0  # when the resume began (the event log's launch latency)
+    launched_in: dict[str, tuple[str, str]] = field(default_factory=dict)  # instance id -> (pool, market), this resume
 
     def already_running(self, nodes: Sequence[str]) -> list[str]:
         """Nodes still to launch: a node whose recorded instance is alive (an earlier resume launched it) is bound
@@ -285,7 +328,9 @@ class _Binder:
             del self.unbound[node]
         if self.extras:
             instances = [self.known[i] for i in self.extras]
-            self.outcome.terminated.extend(_terminate(self.ec2, instances, self.outcome.request_id, "unneeded"))
+            self.outcome.terminated.extend(
+                _terminate(self.ec2, instances, self.outcome.request_id, "unneeded", self.manifest.state_dir)
+            )
             self.extras.clear()
         if share.assigned:
             self._bind(share.assigned)
@@ -306,3 +351,20 @@ class _Binder:
         except SlurmError as exc:
             log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
         self.outcome.launched.update({node: self.known[iid] for node, iid in assigned.items()})
+        self._record(assigned)
+
+    def _record(self, assigned: dict[str, str]) -> None:
+        """One `node_launched` line per node given an instance this resume launched (the cost ledger)."""
+        seconds = round(max(0.0, self.clock() - self.started), 3)
+        records = []
+        for node, iid in assigned.items():
+            if iid not in self.launched_in:
+                continue  # bound again to an instance an earlier resume launched (and recorded)
+            pool, market = self.launched_in[iid]
+            instance = self.known[iid]
+            records.append(
+                {"event": "node_launched", "request": self.outcome.request_id, "pool": pool, "node": node,
+                 "instance_id": iid, "instance_type": instance.instance_type, "az": instance.availability_zone,
+                 "region": instance.region, "market": market, "seconds": seconds}
+            )  # fmt: skip
+        events.record(self.manifest.state_dir, records)

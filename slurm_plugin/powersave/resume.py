@@ -88,7 +88,7 @@ def worker(directory: Path) -> int:
             manifest,
             expand(request["hostlist"]),
             groups,
-            Ec2(manifest.aws_endpoint_url),
+            Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
             Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf),
             request["request_id"],
         )

@@ -13,6 +13,7 @@ location and drain the client's retry quota; `install` wraps botocore's own stan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.config import Config
@@ -44,8 +45,9 @@ def _error_code(response: Any) -> str | None:
     return str(code) if code else None
 
 
-def install(client: Any, max_attempts: int = MAX_ATTEMPTS) -> Any:
-    """Give `client` (created with CONFIG) the plugin's policy: botocore's standard handler, minus capacity errors."""
+def install(client: Any, max_attempts: int = MAX_ATTEMPTS, on_throttle: Callable[[str], None] | None = None) -> Any:
+    """Give `client` (created with CONFIG) the plugin's policy: botocore's standard handler, minus capacity errors.
+    `on_throttle(operation name)` is called for each throttled answer (each try, retried or not)."""
     service = client.meta.service_model.service_id.hyphenize()
     unique_id = f"retry-config-{service}"
     client.meta.events.unregister(f"needs-retry.{service}", unique_id=unique_id)
@@ -53,8 +55,12 @@ def install(client: Any, max_attempts: int = MAX_ATTEMPTS) -> Any:
     client.meta.events.unregister(f"needs-retry.{service}", unique_id=unique_id)
 
     def needs_retry(**kwargs: Any) -> float | None:
-        if _error_code(kwargs.get("response")) in NEVER_RETRIED:
+        code = _error_code(kwargs.get("response"))
+        if code in NEVER_RETRIED:
             return None
+        if on_throttle is not None and code in THROTTLING_CODES:
+            operation = kwargs.get("operation")
+            on_throttle(str(getattr(operation, "name", "")))
         delay: float | None = handler.needs_retry(**kwargs)
         return delay
 

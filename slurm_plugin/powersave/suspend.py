@@ -24,6 +24,8 @@ from slurm_plugin.powersave.background import (
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from slurm_plugin.manifest import Manifest
+
 SUSPEND = "slurm-suspend"
 RESUME_FAIL = "slurm-resume-fail"
 
@@ -67,19 +69,29 @@ def worker(directory: Path) -> int:
         outcome = terminate_nodes(
             manifest,
             nodes,
-            Ec2(manifest.aws_endpoint_url),
+            Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
             slurm,
             f"request {request['request_id']}",
             reason,
             request.get("requested_at"),
+            "resume-fail" if name == RESUME_FAIL else "suspend",
         )
         if name == RESUME_FAIL:  # each node is a failed boot of its pool (protected mode)
+            record_boot_failures(manifest, nodes)
             count_failed_boots(manifest, slurm, nodes, f"request {request['request_id']}", time.time())
     except Exception:
         log.exception("request %s: %s worker failed", request["request_id"], name)
         return 1
     shutil.rmtree(directory, ignore_errors=True)
     return 1 if outcome.errors else 0
+
+
+def record_boot_failures(manifest: Manifest, nodes: list[str]) -> None:
+    """One `boot_failed` line per node of the cluster in the event log (the exporter's failed-boot count)."""
+    from slurm_plugin.telemetry import events
+
+    pools = {node: pool.key for node in nodes if (pool := manifest.pool_of_node(node)) is not None}
+    events.record(manifest.state_dir, [{"event": "boot_failed", "pool": key, "node": n} for n, key in pools.items()])
 
 
 def _main(name: str, what: str, argv: list[str] | None) -> int:

@@ -19,6 +19,7 @@ from slurm_plugin.powersave import state
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.planner import node_pools, pool_of
 from slurm_plugin.powersave.slurm import Slurm, SlurmError
+from slurm_plugin.telemetry import events
 
 log = logging.getLogger("slurm-suspend")
 
@@ -40,10 +41,12 @@ def terminate_nodes(
     label: str,
     reason: str | None = None,
     requested_at: float | None = None,
+    cause: str = "suspend",
 ) -> TerminateOutcome:
     """Terminate the instances behind `nodes` (every region of their pools), reset NodeAddr, optionally power down.
 
-    `requested_at` (epoch seconds): instances launched after it belong to a later resume and are left alone."""
+    `requested_at` (epoch seconds): instances launched after it belong to a later resume and are left alone.
+    `cause` names why in the event log (suspend, resume-fail)."""
     outcome = TerminateOutcome()
     by_prefix = node_pools(manifest.pools)
     pool_key = {}
@@ -98,6 +101,11 @@ def terminate_nodes(
             continue
         outcome.terminated.update(targets)
         settled.add(region)
+        events.record(
+            manifest.state_dir,
+            [{"event": "terminated", "node": node, "pool": pool_key[node], "instance_id": iid, "region": region,
+              "reason": cause} for iid, node in targets.items()],
+        )  # fmt: skip
         log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
     # a worker killed before this point leaves the node map as it was: the next resume finds the instance alive and
     # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)

@@ -14,6 +14,8 @@ from botocore.exceptions import ClientError
 from lambdas.deconfigure.handler import deconfigure
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.iam import Credentials, create_principals, role_documents, without_statement
+from slurm_plugin.instance_cache import CacheError
+from slurm_plugin.instance_cache_aws import ClientFactory, build_cache
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.launcher import resume_nodes
@@ -150,3 +152,23 @@ def test_deconfigure_lambda_as_its_role_terminates_the_clusters_instances_and_wi
     assert outcome.ok, outcome.reason
     assert set(outcome.terminated) == kept
     assert live_instances(aws, cluster) == []
+
+
+def test_controller_credentials_price_the_instance_cache_and_without_describe_are_denied(
+    enforcing: tuple[EmulatedAws, Network, dict[str, Credentials]],
+) -> None:
+    aws, _, principals = enforcing
+
+    def as_role(role: Credentials) -> ClientFactory:
+        return lambda service, region: _client_as(aws, role, service)
+
+    cache = build_cache({HOME: {"c7i.large"}}, as_role(principals["controller"]))
+    prices = cache.get(HOME, "c7i.large").prices
+    assert prices.on_demand is not None and prices.spot  # pricing:GetProducts and ec2:DescribeSpotPriceHistory allowed
+    with pytest.raises(CacheError, match="AccessDenied"):
+        build_cache({HOME: {"c7i.large"}}, as_role(principals["controller-without-describe"]))
+    with pytest.raises(ClientError) as denied:
+        _client_as(aws, principals["controller-without-describe"], "pricing").get_products(ServiceCode="AmazonEC2")
+    # the IAM action is `pricing:GetProducts` (signing name = IAM prefix); the gate answers in moto's XML, not JSON
+    assert denied.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert "not authorized to perform: pricing:GetProducts" in denied.value.response["Error"]["Message"]

@@ -1,15 +1,19 @@
-"""`elastic-slurm instance-cache refresh` against the emulated AWS (moto server serves real instance type data)."""
+"""`elastic-slurm instance-cache refresh` against the emulated AWS (moto server serves real instance type data; the
+Price List API and spot price history come from localcloud/price_list.py's table)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from elastic_slurm.cli import main
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.emulated_aws import EmulatedAws, free_port
+from localcloud.price_list import on_demand_price, spot_price
 from slurm_plugin.instance_cache import load_cache
+from slurm_plugin.instance_cache_aws import build_cache, client_factory
 from slurm_plugin.manifest import load_manifest
 
 EXAMPLES = Path(__file__).parents[2] / "cluster_config" / "examples"
@@ -48,11 +52,40 @@ def test_gpu_types_carry_gpus_and_efa(aws: EmulatedAws, tmp_path: Path) -> None:
     assert p5.efa is True
 
 
-def test_on_demand_prices_unreachable_are_stored_as_null(aws: EmulatedAws, tmp_path: Path) -> None:
+def test_refresh_stores_price_list_on_demand_prices_and_spot_prices_that_differ_per_az(
+    aws: EmulatedAws, tmp_path: Path
+) -> None:
     out = tmp_path / "cache.json"
-    assert _refresh(aws, EXAMPLES / "minimal.yaml", out) == 0
-    assert load_cache(out).get("us-east-1", "c7i.large").prices.on_demand is None
-    assert aws.call_counts().get("pricing:GetProducts") == 1  # tried once, then given up for the whole refresh
+    assert _refresh(aws, EXAMPLES / "local-demo.yaml", out) == 0
+    cache = load_cache(out)
+    assert cache.get("us-east-1", "c7i.large").prices.on_demand == 0.08925  # the public us-east-1 Linux price
+    priced = [(region, itype, info) for region, types in cache.regions.items() for itype, info in types.items()]
+    assert len(priced) == 7  # c7i.large, c6i.large, m7i.large in both regions; c7i.xlarge in us-east-1
+    for region, itype, info in priced:
+        on_demand, spot = info.prices.on_demand, info.prices.spot
+        assert on_demand is not None and on_demand == on_demand_price(itype, region)
+        assert len(spot) >= 3 and all(az.startswith(region) for az in spot)
+        assert len(set(spot.values())) == len(spot), f"{itype} in {region}: the same spot price in two AZs"
+        assert all(0 < price < on_demand and price == spot_price(itype, az) for az, price in spot.items())
+    assert aws.call_counts().get("pricing:GetProducts") == len(priced)  # one query per type and region
+
+
+def test_a_type_the_price_list_does_not_sell_has_null_prices_and_the_others_are_priced(aws: EmulatedAws) -> None:
+    cache = build_cache({"us-east-1": {"c7i.large", "r7i.large"}}, client_factory(aws.url))
+    assert cache.get("us-east-1", "r7i.large").prices.on_demand is None  # no product, as AWS for a type it lacks
+    assert cache.get("us-east-1", "r7i.large").prices.spot == {}
+    assert cache.get("us-east-1", "c7i.large").prices.on_demand == 0.08925
+
+
+def test_on_demand_prices_unreachable_are_stored_as_null(aws: EmulatedAws) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"  # nothing listens: the Price List API is unreachable
+
+    def client(service: str, region: str) -> Any:
+        return client_factory(nowhere if service == "pricing" else aws.url)(service, region)
+
+    cache = build_cache({"us-east-1": {"c7i.large", "m7i.large"}}, client)
+    assert [info.prices.on_demand for info in cache.regions["us-east-1"].values()] == [None, None]
+    assert cache.get("us-east-1", "c7i.large").prices.spot  # spot prices come from EC2, which answered
 
 
 def test_refreshed_cache_renders_the_config(aws: EmulatedAws, tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def run_license_sync(
     (with a fake lmutil first, see fake_lmutil; the host part of it is dropped inside the root)."""
     sync_file = layout.etc / "license-sync.json"
     sync_file.write_text(sync_config_from(config, cluster).model_dump_json())
-    state = layout.state / "license-sync"
+    state = layout.plugin_state / "license-sync"  # where the exporter looks: license-sync/ in the plugin's state dir
     slurm = enter.user(view.root, "slurm")
     state.mkdir(exist_ok=True)
     os.chown(state, slurm.uid, slurm.gid)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from cluster_config import ElasticSlurmConfig, load
+from elastic_slurm.dashboards.definitions import DASHBOARDS
+from localcloud import prometheus
 from localcloud.cloud import LocalCloud
 from localcloud.faults import CapacityFault, Faults
 from localcloud.federation import LocalFederation
@@ -256,6 +259,24 @@ def test_jobs_wanting_more_licenses_than_free_pend_until_the_license_server_free
     fed.a.slurm("scancel", holder)
     fed.wait_gone(holder)
     assert "FedJobLock" not in fed.reasons
+
+
+def test_license_dashboard_queries_return_data_from_the_clusters_prometheus(fed: Fed) -> None:
+    url = fed.a.info().prometheus_url
+    queries = [
+        q for d in DASHBOARDS for row in d.rows if row.needs == "licenses" for p in row.panels for q in p.queries
+    ]
+    assert len(queries) >= 4
+    empty = []
+    for _legend, expr in queries:
+        promql = expr.replace("$instance", ".+")
+        if not any(s["values"] for s in prometheus.query_range(url, promql, time.time() - 600, time.time(), 5)):
+            empty.append(promql)
+    assert not empty, empty
+    total = prometheus.query(url, f'slurm_license_total{{license=~"{LICENSE}.*"}}')
+    assert [float(r["value"][1]) for r in total] == [50.0]
+    failures = prometheus.query(url, "max(elastic_slurm_license_sync_failures)")  # the server went down last
+    assert float(failures[0]["value"][1]) >= 1
 
 
 def test_no_instance_is_left_without_a_node_in_either_cluster(fed: Fed) -> None:

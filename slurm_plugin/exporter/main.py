@@ -1,0 +1,154 @@
+"""`slurm-exporter`: serve the cluster's Prometheus metrics over HTTP and publish the alarm metrics to CloudWatch.
+
+Runs on every controller as assets/systemd/slurm-exporter.service (user slurm), and the same way on the local cloud's
+controller. Scrapes are served by prometheus_client's HTTP server (`/metrics`); every `--cloudwatch-interval`
+seconds the exporter collects once itself and puts the values of slurm_plugin/exporter/cloudwatch.py into CloudWatch,
+so the alarms work without any Prometheus. Collections are serialized: two scrapes never run the Slurm clients at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import Metric
+
+from slurm_plugin import logs
+from slurm_plugin.exporter import EXPORTER_PORT, cloudwatch
+from slurm_plugin.exporter.collector import ClusterCollector, Snapshot
+from slurm_plugin.exporter.plugin_source import PluginReader
+from slurm_plugin.exporter.slurm_source import SlurmReader
+from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
+
+NAME = "slurm-exporter"
+LICENSE_SYNC_DIR = "license-sync"  # under the state dir, as assets/systemd/slurm-license-sync.service has it
+LOG = logging.getLogger(NAME)
+
+
+class _Serialized(ClusterCollector):
+    """One collection at a time (HTTP scrapes run in threads; the CloudWatch loop collects too)."""
+
+    _lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            metrics = list(super().collect())
+        yield from metrics
+
+
+def cloudwatch_values(snap: Snapshot, deltas: cloudwatch.CounterDeltas) -> dict[str, float]:
+    """The CloudWatch metrics of one collection (counters turned into increments since the last publish)."""
+    values = {
+        cloudwatch.SLURMCTLD_UP: float(snap.slurmctld_up),
+        cloudwatch.NODES_UP: float(snap.nodes_up),
+        cloudwatch.JOBS_PENDING: float(snap.jobs.get("pending", 0)),
+        cloudwatch.JOBS_RUNNING: float(snap.jobs.get("running", 0)),
+        cloudwatch.PROTECTED_POOLS: float(snap.protected_pools),
+        **deltas.deltas(
+            {cloudwatch.CAPACITY_ERRORS: snap.capacity_errors, cloudwatch.FAILED_BOOTS: snap.boot_failures}
+        ),
+    }
+    if snap.slurmdbd_up is not None:
+        values[cloudwatch.SLURMDBD_UP] = float(snap.slurmdbd_up)
+    if snap.license_sync_age is not None:  # never synced: inf, which the publisher sends as cloudwatch.INFINITY
+        values[cloudwatch.LICENSE_SYNC_AGE] = snap.license_sync_age
+    return values
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got '{text}'")
+    return host or "0.0.0.0", int(port)
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got '{text}'")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog=NAME, description="Prometheus metrics of Slurm and the power-save plugin; "
+                                     "alarm metrics to CloudWatch.")  # fmt: skip
+    parser.add_argument("--manifest", required=True, help="runtime manifest (JSON) written by `elastic-slurm render`")
+    parser.add_argument("--listen", type=_listen, default=("0.0.0.0", EXPORTER_PORT),
+                        help=f"HOST:PORT to serve /metrics on (default 0.0.0.0:{EXPORTER_PORT})")  # fmt: skip
+    parser.add_argument("--accounting", default="slurmdbd",
+                        help="the cluster's accounting mode; 'none': no slurmdbd to check (default slurmdbd)")  # fmt: skip
+    parser.add_argument("--license-state-dir", default=None,
+                        help="where slurm-license-sync keeps its state (default: license-sync/ in the manifest's "
+                        "state_dir, /var/lib/elastic-slurm/license-sync on EC2 as in slurm-license-sync.service)")  # fmt: skip
+    parser.add_argument("--cloudwatch-interval", type=_interval, default=60.0,
+                        help="seconds between CloudWatch publishes; 0: never (default 60)")  # fmt: skip
+    parser.add_argument("--log-file", default=None, help="default: exporter.log next to the manifest's log_file")
+    return parser
+
+
+def build_collector(manifest: Manifest, args: argparse.Namespace) -> ClusterCollector:
+    """The collector over the real Slurm clients and the plugin's state dir."""
+    return _Serialized(
+        manifest,
+        SlurmReader(manifest.slurm_bin_dir, manifest.slurm_conf),
+        PluginReader(manifest, args.license_state_dir or str(Path(manifest.state_dir) / LICENSE_SYNC_DIR)),
+        accounting=args.accounting != "none",
+    )
+
+
+def publish_loop(collector: ClusterCollector, manifest: Manifest, interval: float, stop: threading.Event) -> None:
+    """Collect and publish every `interval` seconds until `stop`."""
+    client = cloudwatch.cloudwatch_client(manifest.home_region, manifest.aws_endpoint_url)
+    publisher = cloudwatch.CloudWatchPublisher(client, manifest.cluster)
+    deltas = cloudwatch.CounterDeltas()
+    while not stop.is_set():
+        for _ in collector.collect():
+            pass
+        publisher.publish(cloudwatch_values(collector.snapshot, deltas), datetime.now(UTC))
+        stop.wait(interval)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script `slurm-exporter`."""
+    args = build_parser().parse_args(argv)
+    try:
+        manifest = load_manifest(args.manifest)
+    except ManifestError as exc:
+        print(f"{NAME}: error: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(args.log_file or str(Path(manifest.log_file).with_name("exporter.log")), NAME)
+    collector = build_collector(manifest, args)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    host, port = args.listen
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        print(f"{NAME}: error: --listen {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    LOG.info("serving /metrics on %s:%d; CloudWatch every %s s", host, port, args.cloudwatch_interval or "never")
+    if args.cloudwatch_interval > 0:
+        publish_loop(collector, manifest, args.cloudwatch_interval, stop)
+    else:
+        stop.wait()
+    server.shutdown()
+    thread.join(timeout=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
