@@ -209,7 +209,7 @@ def _picture_and_cost(cloud: LocalCloud, since: float) -> None:
         _say(f"  timeline: {write_timeline(cloud, since)}  (nodes, instances per AZ, jobs, launches, capacity errors)")
     except (PrometheusError, ReportError, OSError) as exc:
         _say(f"  timeline: not drawn: {' '.join(str(exc).split())}")
-    when = datetime.fromtimestamp(since).strftime("%Y-%m-%dT%H:%M:%S")
+    when = f"uts{int(since)}"  # an instant, whatever the controller's time zone
     cli(["local", "cost", "--since", when, "--by", "user", "--state-dir", str(cloud.layout.root)])
 
 

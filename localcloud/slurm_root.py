@@ -72,6 +72,7 @@ PACKAGES = [
     "python3-yaml",
     "python3-boto3",
     "python3-hostlist",
+    "python3-prometheus-client",  # the metrics exporter (slurm_plugin/exporter)
     "perl",
     "procps",
     "util-linux",

@@ -27,7 +27,7 @@ SHIPPED_LOGS = (
     f"{SLURM_LOG_DIR}/slurmd.log",
     f"{ES_LOG_DIR}/plugin.log",  # resume, suspend, resume-fail (slurm_plugin/render/cluster.py log_file)
     f"{ES_LOG_DIR}/clustermgr.log",  # the cluster manager (slurm_plugin/manager/daemon.py)
-    f"{ES_LOG_DIR}/prolog.log",  # the prolog's wait for the node's boot (compute nodes)
+    f"{ES_LOG_DIR}/prolog.log",  # the prolog's wait for the node's boot (PrologSlurmctld: controllers)
     f"{ES_LOG_DIR}/license-sync.log",  # assets/systemd/slurm-license-sync.service
     f"{ES_LOG_DIR}/exporter.log",  # the metrics exporter (slurm_plugin/exporter/main.py: next to the plugin's log)
 )

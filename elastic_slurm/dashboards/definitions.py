@@ -102,8 +102,9 @@ CLUSTER = Dashboard(
                 ("{{api}}", f"sum by (api) (increase(elastic_slurm_api_throttled_total{{{I}}}[{RATE}]))"),
             ), description="RequestLimitExceeded answers (each try); 0 while nothing was throttled"),
             Panel("Resume to node bound (p50, p95)", (
-                ("p50", f"histogram_quantile(0.5, sum by (le) (elastic_slurm_launch_seconds_bucket{{{I}}}))"),
-                ("p95", f"histogram_quantile(0.95, sum by (le) (elastic_slurm_launch_seconds_bucket{{{I}}}))"),
+                ("p50", f"histogram_quantile(0.5, sum by (le) (rate(elastic_slurm_launch_seconds_bucket{{{I}}}[{RATE}])))"),
+                ("p95", f"histogram_quantile(0.95, sum by (le) (rate(elastic_slurm_launch_seconds_bucket{{{I}}}[{RATE}])))"),
+                ("launches bound (all time)", f"sum(elastic_slurm_launch_seconds_count{{{I}}})"),
             ), unit="s"),
             Panel("Failed boots per pool", (("{{pool}}", f"elastic_slurm_boot_failures_total{{{I}}}"),)),
         )),

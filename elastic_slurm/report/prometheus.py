@@ -1,7 +1,8 @@
 """A minimal client of the Prometheus HTTP API: one range query, one-line errors that name the server.
 
-Only `/api/v1/query_range` (https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries); stdlib urllib,
-so the CLI needs no HTTP library on a controller.
+`api` GETs any `/api/v1/` endpoint (https://prometheus.io/docs/prometheus/latest/querying/api/), `query_range` reads
+a range query's series (the local cloud's tests use `api` for instant queries and targets); stdlib urllib, so the CLI
+needs no HTTP library on a controller.
 """
 
 from __future__ import annotations
@@ -35,13 +36,10 @@ def _error_of(body: bytes) -> str:
         return _one_line(body[:200].decode("utf-8", "replace")) or "(empty answer)"
 
 
-def query_range(
-    base_url: str, query: str, start: float, end: float, step: float, timeout: float = TIMEOUT_S
-) -> list[tuple[dict[str, str], Points]]:
-    """Run one range query; returns (labels, [(unix time, value), ...]) per series. NaN samples are dropped."""
+def api(base_url: str, endpoint: str, params: dict[str, str], timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """GET `/api/v1/<endpoint>` with `params`; the answer's `data` (PrometheusError, one line, otherwise)."""
     base = base_url.rstrip("/")
-    params = urllib.parse.urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
-    url = f"{base}/api/v1/query_range?{params}"
+    url = f"{base}/api/v1/{endpoint}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             body = response.read()
@@ -57,8 +55,18 @@ def query_range(
         raise PrometheusError(f"Prometheus at {base} answered something that is not JSON: {_error_of(body)}") from None
     if not isinstance(answer, dict) or answer.get("status") != "success":
         raise PrometheusError(f"Prometheus at {base} answered an error: {_error_of(body)}")
-    data = answer.get("data") or {}
+    data = answer.get("data")
+    return data if isinstance(data, dict) else {}
+
+
+def query_range(
+    base_url: str, query: str, start: float, end: float, step: float, timeout: float = TIMEOUT_S
+) -> list[tuple[dict[str, str], Points]]:
+    """Run one range query; returns (labels, [(unix time, value), ...]) per series. NaN samples are dropped."""
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+    data = api(base_url, "query_range", params, timeout)
     if data.get("resultType") != "matrix":
+        base = base_url.rstrip("/")
         raise PrometheusError(f"Prometheus at {base} answered a {data.get('resultType')!r}, not a matrix, for {query}")
     series = []
     for item in data.get("result") or []:

@@ -49,7 +49,7 @@ class Timeline:
 
 
 def default_step(start: float, end: float) -> float:
-    """Whole seconds, at least 1 (the local cloud scrapes every second), at most MAX_POINTS samples."""
+    """Whole seconds, at least 1, at most MAX_POINTS samples (the local cloud scrapes every 2 s: a sample holds)."""
     return float(max(1, math.ceil((end - start) / MAX_POINTS)))
 
 

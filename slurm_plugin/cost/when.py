@@ -1,7 +1,7 @@
 """`--since` / `--until`: the time formats sacct's man page lists, resolved once to epoch seconds (pure).
 
 sacct resolves `now-7days` when it parses it; resolving it here first means sacct's selection and the report's
-clipping use the very same instant (sacct then gets the absolute local time, `sacct_time`). The semantics follow
+clipping use the very same instant (sacct then gets it as `uts<epoch>`, `sacct_time`). The semantics follow
 Slurm's parse_time() for a time in the past, as sacct calls it: a date alone is its midnight, a clock time alone is
 today, a month/day without a year is this year unless that month is still to come (then last year).
 """
@@ -99,8 +99,9 @@ def _clock(text: str | None) -> tuple[int, int, int]:
 
 
 def sacct_time(epoch: float) -> str:
-    """The absolute local time sacct's -S/-E take (YYYY-MM-DDTHH:MM:SS)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    """The instant as sacct's -S/-E take it without a time zone to guess: `uts<epoch seconds>` (Slurm's parse_time)
+    — a wall-clock time would be ambiguous in the hour a DST change repeats."""
+    return f"uts{int(epoch)}"
 
 
 def iso(epoch: float) -> str:

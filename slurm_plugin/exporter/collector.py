@@ -41,8 +41,8 @@ class Snapshot:
     slurmdbd_up: bool | None = None
     nodes_up: int = 0
     jobs: dict[str, int] = field(default_factory=dict)  # state -> jobs
-    capacity_errors: float = 0.0  # cumulative
-    boot_failures: float = 0.0  # cumulative
+    capacity_errors: float | None = None  # cumulative; None when the event log could not be read
+    boot_failures: float | None = None  # cumulative; None when the event log could not be read
     protected_pools: int = 0
     license_sync_age: float | None = None
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
@@ -28,19 +30,28 @@ from slurm_plugin.exporter.slurm_source import SlurmReader
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 
 NAME = "slurm-exporter"
+ACCOUNTING_MODES = ("create", "existing", "none")  # cluster_config/model_accounting.py
 LICENSE_SYNC_DIR = "license-sync"  # under the state dir, as assets/systemd/slurm-license-sync.service has it
 LOG = logging.getLogger(NAME)
 
 
 class _Serialized(ClusterCollector):
-    """One collection at a time (HTTP scrapes run in threads; the CloudWatch loop collects too)."""
+    """One collection at a time: HTTP scrapes run in threads of their own and the CloudWatch loop collects too. A
+    scrape that arrives while a collection runs (a slow slurmctld: up to TIMEOUT per call) gets the last complete
+    one instead of waiting, so waiting threads never pile up."""
 
-    _lock = threading.Lock()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._last: list[Metric] = []
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            metrics = list(super().collect())
-        yield from metrics
+        if self._lock.acquire(blocking=False):
+            try:
+                self._last = list(super().collect())
+            finally:
+                self._lock.release()
+        yield from self._last
 
 
 def cloudwatch_values(snap: Snapshot, deltas: cloudwatch.CounterDeltas) -> dict[str, float]:
@@ -51,10 +62,10 @@ def cloudwatch_values(snap: Snapshot, deltas: cloudwatch.CounterDeltas) -> dict[
         cloudwatch.JOBS_PENDING: float(snap.jobs.get("pending", 0)),
         cloudwatch.JOBS_RUNNING: float(snap.jobs.get("running", 0)),
         cloudwatch.PROTECTED_POOLS: float(snap.protected_pools),
-        **deltas.deltas(
-            {cloudwatch.CAPACITY_ERRORS: snap.capacity_errors, cloudwatch.FAILED_BOOTS: snap.boot_failures}
-        ),
     }
+    if snap.capacity_errors is not None and snap.boot_failures is not None:  # None: the event log was not read
+        totals = {cloudwatch.CAPACITY_ERRORS: snap.capacity_errors, cloudwatch.FAILED_BOOTS: snap.boot_failures}
+        values.update(deltas.deltas(totals))
     if snap.slurmdbd_up is not None:
         values[cloudwatch.SLURMDBD_UP] = float(snap.slurmdbd_up)
     if snap.license_sync_age is not None:  # never synced: inf, which the publisher sends as cloudwatch.INFINITY
@@ -74,9 +85,15 @@ def _interval(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
+    if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected seconds >= 0, got '{text}'")
     return value
+
+
+def _mode(text: str) -> str:
+    if text not in ACCOUNTING_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(ACCOUNTING_MODES)}, got '{text}'")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--manifest", required=True, help="runtime manifest (JSON) written by `elastic-slurm render`")
     parser.add_argument("--listen", type=_listen, default=("0.0.0.0", EXPORTER_PORT),
                         help=f"HOST:PORT to serve /metrics on (default 0.0.0.0:{EXPORTER_PORT})")  # fmt: skip
-    parser.add_argument("--accounting", default="slurmdbd",
-                        help="the cluster's accounting mode; 'none': no slurmdbd to check (default slurmdbd)")  # fmt: skip
+    parser.add_argument("--accounting", type=_mode, default="create",
+                        help="the config's accounting.mode (create, existing, none); none: no slurmdbd to check")  # fmt: skip
     parser.add_argument("--license-state-dir", default=None,
                         help="where slurm-license-sync keeps its state (default: license-sync/ in the manifest's "
                         "state_dir, /var/lib/elastic-slurm/license-sync on EC2 as in slurm-license-sync.service)")  # fmt: skip

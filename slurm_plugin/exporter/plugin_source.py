@@ -65,6 +65,7 @@ class EventTotals:
     boot_failures: dict[Labels, float] = field(default_factory=dict)  # (pool,)
     launch_seconds: Histogram = field(default_factory=lambda: Histogram(LAUNCH_BUCKETS))  # (pool,)
     live: dict[str, Labels] = field(default_factory=dict)  # instance id -> (pool, az, region, market)
+    _node_instance: dict[str, str] = field(default_factory=dict)  # node -> its latest instance id
 
     def fold(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Add records (in log order)."""
@@ -82,6 +83,14 @@ class EventTotals:
             elif kind == "boot_failed":
                 _bump(self.boot_failures, (_text(r, "pool"),))
             elif kind == "node_launched":
+                # a node's new instance replaces its old one, also one that ended without a `terminated` line (a
+                # spot interruption, an instance EC2 lost): the live count does not drift up
+                node = _text(r, "node")
+                previous = self._node_instance.get(node) if node else None
+                if previous is not None and previous != _text(r, "instance_id"):
+                    self.live.pop(previous, None)
+                if node:
+                    self._node_instance[node] = _text(r, "instance_id")
                 self.live[_text(r, "instance_id")] = (
                     _text(r, "pool"),
                     _text(r, "az"),

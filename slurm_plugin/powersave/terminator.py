@@ -111,6 +111,12 @@ def terminate_nodes(
     # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)
     done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled}
     state.forget_instances(manifest.state_dir, list(done), only=done)
+    gone = {n: iid for n, iid in done.items() if iid not in outcome.terminated}  # ended without us (spot, lost)
+    events.record(
+        manifest.state_dir,
+        [{"event": "terminated", "node": n, "pool": pool_key[n], "instance_id": iid, "region": cached[n]["region"],
+          "reason": "gone"} for n, iid in gone.items()],
+    )  # fmt: skip
     found = set(outcome.terminated.values())
     outcome.not_found = [n for n in pool_key if n not in found]
     if outcome.not_found:

@@ -11,7 +11,8 @@ Record shapes (every record has `t`, epoch seconds, and `event`):
     capacity_error  request pool region market az instance_type code      (az / instance_type "" when EC2 named none)
     throttled       api region
     node_launched   request pool node instance_id instance_type az region market seconds   (seconds: resume → bound)
-    terminated      node pool instance_id region reason               (reason: suspend, resume-fail, unneeded, orphan…)
+    terminated      node pool instance_id region reason   (reason: suspend, resume-fail, unneeded, the manager's
+                                                           counter, or gone: it had ended already when suspended)
     boot_failed     pool node
 
 Appends are single `write` calls on an O_APPEND descriptor, so concurrent writers never interleave lines. When the
@@ -21,6 +22,7 @@ the log loses history — counters, the cost ledger — never correctness: recor
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -49,11 +51,25 @@ def record(state_dir: str | Path, events: Iterable[Mapping[str, Any]], now: floa
         _rotate_if_big(path)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, lines.encode())
+            _write_all(fd, lines.encode())
         finally:
             os.close(fd)
     except OSError as exc:
         log.warning("event log %s: %s (events not recorded)", path, exc.strerror or exc)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write everything (a short write continues where it stopped); when a write fails half-way, end the torn line
+    so the next append starts a line of its own (the torn one is skipped by `parse`)."""
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    except OSError:
+        if done:
+            with contextlib.suppress(OSError):
+                os.write(fd, b"\n")
+        raise
 
 
 def _rotate_if_big(path: Path) -> None:
@@ -124,6 +140,7 @@ class Tail:
         except FileNotFoundError:
             replaced = False
         if replaced:
+            out.extend(self._drain())  # what a writer that opened the old file before the rename appended since
             self._handle.close()
             self._handle, self._pending = None, ""
             out.extend(self._open_from_start())

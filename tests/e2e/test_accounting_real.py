@@ -278,7 +278,7 @@ def _consumed(dbd: Dbd, name: str) -> int:
 def test_sync_sets_count_from_the_license_server_then_server_down_keeps_it(
     dbd: Dbd, applied: ElasticSlurmConfig
 ) -> None:
-    state_file = dbd.layout.state / "license-sync" / "license-sync.json"
+    state_file = dbd.layout.plugin_state / "license-sync" / "license-sync.json"
     up = _sync(dbd, applied, _fake_lmutil(dbd, "v11_16_eda.txt", 0))
     assert up.returncode == 0, up.stderr
     # Slurm 23.02+: count = issued, LastConsumed = used outside Slurm (slurmctld subtracts it itself)

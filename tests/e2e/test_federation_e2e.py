@@ -275,8 +275,11 @@ def test_license_dashboard_queries_return_data_from_the_clusters_prometheus(fed:
     assert not empty, empty
     total = prometheus.query(url, f'slurm_license_total{{license=~"{LICENSE}.*"}}')
     assert [float(r["value"][1]) for r in total] == [50.0]
-    failures = prometheus.query(url, "max(elastic_slurm_license_sync_failures)")  # the server went down last
-    assert float(failures[0]["value"][1]) >= 1
+
+    def failures() -> float:  # the server went down last: its consecutive failures, once scraped
+        return sum(float(r["value"][1]) for r in prometheus.query(url, "max(elastic_slurm_license_sync_failures)"))
+
+    fed.a.wait_until(lambda: failures() >= 1, 30, "the failed license sync in Prometheus")
 
 
 def test_no_instance_is_left_without_a_node_in_either_cluster(fed: Fed) -> None:

@@ -54,6 +54,9 @@ STACK_VALUES = {
     "ES_DB_SECRET",
     "ES_DB_ENDPOINT",
     "ES_ROLE",
+    # the exporter's: set by the stacks (0.0.0.0:9464, 60 s), other values here (a loopback port, 5 s)
+    "ES_EXPORTER_LISTEN",
+    "ES_CLOUDWATCH_INTERVAL",
 }
 
 pytestmark = pytest.mark.e2e

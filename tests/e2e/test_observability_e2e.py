@@ -1,5 +1,5 @@
 """End to end in the local cloud: the controller's metrics exporter (assets/systemd/slurm-exporter.service, started
-by the controller's user data), scraped every second by a real Prometheus, while EC2 answers capacity errors.
+by the controller's user data), scraped every 2 s by a real Prometheus, while EC2 answers capacity errors.
 
 The tests read what an operator's Prometheus and CloudWatch would show: the errors per AZ, the pool's cool-down, the
 job's pending reason as it changes, the CloudWatch alarm metrics (put by the exporter under the controller's IAM

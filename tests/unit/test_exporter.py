@@ -3,6 +3,8 @@ over a fake Slurm whose calls are counted (one per source per scrape, whatever t
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_plugin.exporter import cloudwatch
-from slurm_plugin.exporter.collector import ClusterCollector
+from slurm_plugin.exporter.collector import ClusterCollector, Snapshot
 from slurm_plugin.exporter.main import cloudwatch_values
 from slurm_plugin.exporter.plugin_source import EventTotals, PluginReader
 from slurm_plugin.exporter.slurm_source import (
@@ -139,8 +141,10 @@ def test_event_log_folds_into_counters_live_instances_and_latency() -> None:
             {"event": "launch_call", **where, "azs": {"us-east-1b": 2}, "t": 1},
             {"event": "capacity_error", **where, "az": "us-east-1a", "code": "InsufficientInstanceCapacity", "t": 1},
             {"event": "capacity_error", **where, "az": "us-east-1a", "code": "InsufficientInstanceCapacity", "t": 2},
-            {"event": "node_launched", **where, "az": "us-east-1b", "instance_id": "i-1", "seconds": 3.0, "t": 3},
-            {"event": "node_launched", **where, "az": "us-east-1b", "instance_id": "i-2", "seconds": 45.0, "t": 3},
+            {"event": "node_launched", **where, "az": "us-east-1b", "node": "cpu-small-1", "instance_id": "i-1",
+             "seconds": 3.0, "t": 3},
+            {"event": "node_launched", **where, "az": "us-east-1b", "node": "cpu-small-2", "instance_id": "i-2",
+             "seconds": 45.0, "t": 3},
             {"event": "terminated", "pool": "cpu-small", "region": "us-east-1", "instance_id": "i-1",
              "reason": "suspend", "t": 9},
             {"event": "throttled", "api": "CreateFleet", "region": "us-east-1", "t": 9},
@@ -156,6 +160,35 @@ def test_event_log_folds_into_counters_live_instances_and_latency() -> None:
     buckets = totals.launch_seconds.buckets[("cpu-small",)]
     bounds = totals.launch_seconds.bounds
     assert buckets[bounds.index(5.0)] == 1 and buckets[bounds.index(60.0)] == 2 and buckets[-1] == 2
+
+
+def test_a_nodes_new_instance_replaces_one_that_ended_without_a_record() -> None:
+    totals = EventTotals()
+    where = {"pool": "cpu-small", "region": "us-east-1", "market": "spot", "az": "us-east-1a", "node": "cpu-small-1"}
+    totals.fold([
+        {"event": "node_launched", **where, "instance_id": "i-1", "t": 1},  # then spot-interrupted: no record
+        {"event": "node_launched", **where, "instance_id": "i-2", "t": 9},
+    ])  # fmt: skip
+    assert totals.live == {"i-2": ("cpu-small", "us-east-1a", "us-east-1", "spot")}
+
+
+def test_a_torn_write_does_not_swallow_the_next_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    calls = []
+
+    def flaky(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[:10])  # a short write ...
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")  # ... then the disk is full
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", flaky)
+    events.record(tmp_path, [{"event": "boot_failed", "pool": "p", "node": "n1"}])
+    events.record(tmp_path, [{"event": "boot_failed", "pool": "p", "node": "n2"}])
+    monkeypatch.undo()
+    assert [e["node"] for e in events.read_all(tmp_path)] == ["n2"]  # n1 torn and skipped, n2 whole
 
 
 class CountingSlurm(SlurmReader):
@@ -303,3 +336,66 @@ def test_the_exporter_reads_license_sync_state_where_the_sync_unit_writes_it_on_
     unit = Path(__file__).resolve().parents[2] / "assets" / "systemd" / "slurm-license-sync.service"
     written = unit.read_text().split("--state-dir ", 1)[1].split()[0]
     assert written == str(Path(RenderOptions().state_dir) / LICENSE_SYNC_DIR)
+
+
+def test_every_variable_of_the_exporter_unit_is_written_before_the_boot_enables_it() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    unit = (repo / "assets" / "systemd" / "slurm-exporter.service").read_text()
+    used = set(re.findall(r"\$\{(\w+)\}", unit.split("ExecStart=", 1)[1].splitlines()[0]))
+    assert used == {"ES_EXPORTER_LISTEN", "ES_ACCOUNTING_MODE", "ES_CLOUDWATCH_INTERVAL"}
+    assert "EnvironmentFile=-/etc/elastic-slurm/env" in unit and "EnvironmentFile=-/etc/elastic-slurm/facts.env" in unit
+    facts = (repo / "assets" / "bootstrap" / "elastic-slurm-controller-hosts").read_text()  # writes facts.env
+    controller_values = (repo / "stacks" / "cluster.py").read_text()  # the controller user data's env file
+    for name in used:
+        assert f"{name}=" in facts or f'"{name}":' in controller_values, name
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--accounting", ""], "--accounting"),
+        (["--accounting", "slurmdbd"], "--accounting"),
+        (["--cloudwatch-interval", "nan"], "--cloudwatch-interval"),
+        (["--listen", "9464"], "--listen"),
+    ],
+)
+def test_bad_exporter_arguments_are_one_line_naming_the_option(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slurm_plugin.exporter.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--manifest", "/nonexistent.json", *argv])
+    assert exit_info.value.code == 2
+    assert named in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_scrape_during_a_slow_collection_gets_the_last_one_instead_of_waiting(tmp_path: Path) -> None:
+    from slurm_plugin.exporter.main import build_collector, build_parser
+
+    manifest = _manifest(tmp_path)
+    collector = build_collector(manifest, build_parser().parse_args(["--manifest", "m", "--accounting", "none"]))
+    collector.slurm = CountingSlurm(4)
+    first = [m.name for m in collector.collect()]
+    assert "slurm_nodes" in first
+    collector._lock.acquire()  # type: ignore[attr-defined]  # a collection in progress
+    try:
+        calls = len(collector.slurm.calls)  # type: ignore[attr-defined]
+        assert [m.name for m in collector.collect()] == first
+        assert len(collector.slurm.calls) == calls  # type: ignore[attr-defined]  # no Slurm call, no waiting
+    finally:
+        collector._lock.release()  # type: ignore[attr-defined]
+
+
+def test_a_failed_event_log_read_publishes_no_counter_increment(tmp_path: Path) -> None:
+    deltas = cloudwatch.CounterDeltas()
+    snap = Snapshot(slurmctld_up=True, capacity_errors=5.0, boot_failures=1.0)
+    assert cloudwatch_values(snap, deltas)[cloudwatch.CAPACITY_ERRORS] == 0
+    missing = cloudwatch_values(Snapshot(slurmctld_up=True), deltas)  # the log was not read this time
+    assert cloudwatch.CAPACITY_ERRORS not in missing and cloudwatch.FAILED_BOOTS not in missing
+    assert (
+        cloudwatch_values(Snapshot(slurmctld_up=True, capacity_errors=7.0, boot_failures=1.0), deltas)[
+            cloudwatch.CAPACITY_ERRORS
+        ]
+        == 2
+    )  # not the whole history again
