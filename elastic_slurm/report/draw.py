@@ -1,6 +1,6 @@
 """Draw a Timeline as one PNG: three panels sharing the time axis (seconds since the window's start).
 
-(a) Slurm nodes up per pool (lines) and live instances per AZ (stacked areas), (b) jobs pending and running,
+(a) Slurm nodes up per pool (lines) and live instances per AZ (stacked areas), (b) jobs pending, configuring (their nodes boot) and running,
 (c) instances launched per AZ (stacked areas), terminated, and capacity errors per AZ (right axis: a handful of errors stays visible next to thousands of launches).
 matplotlib is imported here, lazily, through its object API (Figure + the Agg canvas): no display, no pyplot global
 state, and `elastic-slurm` works on a controller without matplotlib.
@@ -19,7 +19,7 @@ SIZE_IN = (12.0, 9.0)  # at DPI: 1200 x 900 px
 DPI = 100
 AZ_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 POOL_COLORS = ("#333333", "#d62728", "#7f7f7f", "#006d2c", "#54278f", "#a6761d")
-JOB_COLORS = {"pending": "#ff7f0e", "running": "#2ca02c"}
+JOB_COLORS = {"pending": "#ff7f0e", "configuring": "#9467bd", "running": "#2ca02c"}
 LEGEND_X = 1.07  # legends right of the panels, clear of panel (c)'s right axis, aligned in every panel
 
 
@@ -138,7 +138,9 @@ def draw(timeline: Timeline, path: str | Path) -> Path:
 
     jobs = _plot(jobs_ax, timeline, timeline.jobs, "jobs {}", JOB_COLORS, linewidth=2)
     _finish(jobs_ax, jobs, [], "jobs")
-    jobs_ax.set_title("(b) jobs pending and running", loc="left", fontsize=10)
+    jobs_ax.set_title(
+        "(b) jobs pending, configuring (waiting for their nodes to boot), running", loc="left", fontsize=10
+    )
 
     launches = _stack(events_ax, timeline, timeline.launches, "launched, {} (stacked)", az_colors)
     ends = _plot(

@@ -19,7 +19,7 @@ Series = dict[str, Points]  # label (a pool, an AZ, a job state, "total") -> [(u
 TIMELINE_QUERIES: dict[str, str] = {
     "nodes_up": 'sum by (pool) (slurm_nodes{state=~"idle|allocated|mixed|completing"})',
     "instances": "sum by (az) (elastic_slurm_instances)",
-    "jobs": 'sum by (state) (slurm_jobs{state=~"pending|running"})',
+    "jobs": 'sum by (state) (slurm_jobs{state=~"pending|configuring|running"})',
     "launches": "sum by (az) (elastic_slurm_instances_launched_total)",
     "capacity_errors": "sum by (az) (elastic_slurm_capacity_errors_total)",
     "terminations": "sum(elastic_slurm_instances_terminated_total)",

@@ -140,7 +140,7 @@ class ClusterCollector(Collector):
         self._observe_waits(listed)
         rows = [r for r in listed if r.state not in FINISHED_STATES]
         by_state = count((r.partition, r.state, r.reason) for r in rows)
-        for state in ("pending", "running"):  # always present, so a dashboard shows 0 rather than nothing
+        for state in ("pending", "configuring", "running"):  # always present: a dashboard shows 0, not nothing
             for partition in {r.partition for r in rows} | {p.partition for p in self.manifest.pools}:
                 by_state.setdefault((partition, state, ""), 0)
         snap.jobs = {}
