@@ -97,6 +97,18 @@ def expressions(model: dict[str, Any]) -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in model["panels"] if p["type"] != "row" for t in p["targets"]]
 
 
+def file_expressions(needs: str = "") -> list[tuple[str, str]]:
+    """(file / panel title, PromQL) of every target in the dashboard files of assets/dashboards/ whose row needs
+    `needs` (a cluster feature such as "licenses"; "" = none): what a Grafana that imported them would run."""
+    wanted = {q: row.needs for d in DASHBOARDS for row in d.rows for p in row.panels for _, q in p.queries}
+    return [
+        (f"{path.name} / {title}", expr)
+        for path in sorted(DIRECTORY.glob("*.json"))
+        for title, expr in expressions(json.loads(path.read_text()))
+        if wanted.get(expr, "") == needs
+    ]
+
+
 def rendered() -> dict[str, str]:
     """File name → the text each dashboard file must have."""
     return {f"{d.uid}.json": json.dumps(build(d), indent=2) + "\n" for d in DASHBOARDS}

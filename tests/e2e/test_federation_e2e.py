@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster_config import ElasticSlurmConfig, load
-from elastic_slurm.dashboards.definitions import DASHBOARDS
+from elastic_slurm.dashboards import grafana
 from localcloud import prometheus
 from localcloud.cloud import LocalCloud
 from localcloud.faults import CapacityFault, Faults
@@ -263,12 +263,10 @@ def test_jobs_wanting_more_licenses_than_free_pend_until_the_license_server_free
 
 def test_license_dashboard_queries_return_data_from_the_clusters_prometheus(fed: Fed) -> None:
     url = fed.a.info().prometheus_url
-    queries = [
-        q for d in DASHBOARDS for row in d.rows if row.needs == "licenses" for p in row.panels for q in p.queries
-    ]
+    queries = grafana.file_expressions("licenses")  # the license row of the dashboard files
     assert len(queries) >= 4
     empty = []
-    for _legend, expr in queries:
+    for _where, expr in queries:
         promql = expr.replace("$instance", ".+")
         if not any(s["values"] for s in prometheus.query_range(url, promql, time.time() - 600, time.time(), 5)):
             empty.append(promql)

@@ -67,3 +67,11 @@ def test_dashboards_name_only_metrics_the_exporter_serves(tmp_path: Path) -> Non
     }
     assert used - served == set()
     assert len(used) >= 30
+
+
+def test_the_e2e_tests_run_every_query_of_the_dashboard_files_once() -> None:
+    every = [expr for path in sorted(grafana.DIRECTORY.glob("*.json"))
+             for _, expr in grafana.expressions(json.loads(path.read_text()))]  # fmt: skip
+    split = [expr for needs in ("", "licenses") for _, expr in grafana.file_expressions(needs)]
+    assert sorted(split) == sorted(every)
+    assert len(grafana.file_expressions("licenses")) == 4
