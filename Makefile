@@ -29,8 +29,13 @@ test: setup lint typecheck
 unit: setup
 	$(PY) -m pytest -q tests/unit
 
+# The plugin against the emulated AWS, cold starts and a 10,000-node slurmctld in the local cloud, EC2's rate limits
+# simulated: each writes its JSON and plots to bench/results/ (bench/README.md)
 bench: setup
 	$(PY) -m bench.run
+	$(PY) -m bench.cold_start
+	$(PY) -m bench.scale_10k
+	$(PY) -m bench.ec2_sim
 
 docs: setup
 	$(PY) -m elastic_slurm.docs_gen > docs/configuration.md

@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cluster_config import slurm_release
+from cluster_config.allocation_checks import allocation_problems
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool, PurchaseOption
 from cluster_config.model_site import MAX_ENCODED_ACTIONS, CustomActions
+from cluster_config.topology_checks import topology_problems
 
 # A node name is a DNS label: at most 63 characters.
 MAX_NODE_NAME = 63
@@ -117,6 +119,7 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     yield from _check_network(cluster, path)
     yield from _check_storage(cluster, path)
     yield from _check_images(cluster, path)
+    yield from (ConfigError(where, message) for where, message in topology_problems(cluster, path))
     regions = [r.region for r in cluster.remote_regions]
     for ri, region in enumerate(regions):
         if region == cluster.region or ri in _repeats(regions):
@@ -133,6 +136,7 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     for index in _repeats(part_names):
         yield ConfigError(f"{path}.partitions[{index}].name", f"duplicate partition name '{part_names[index]}'")
     yield from _check_sharing(cluster, path)
+    yield from (ConfigError(where, message) for where, message in allocation_problems(cluster, path))
     login_names = [p.name for p in cluster.login_nodes]
     for index in _repeats(login_names):
         yield ConfigError(f"{path}.login_nodes[{index}].name", f"duplicate login pool name '{login_names[index]}'")
@@ -220,6 +224,12 @@ def _check_storage(cluster: Cluster, path: str) -> Iterator[ConfigError]:
             f"{path}.storage",
             "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it holds Slurm's state and tells "
             "compute nodes where the controllers are",
+        )
+    elif cluster.remote_regions and storage.efs is None:
+        yield ConfigError(
+            f"{path}.storage.efs",
+            "is needed with remote_regions: compute nodes there mount only the home EFS, where they find their node "
+            "names (FSx is not mounted in remote regions)",
         )
     mounts = [(f"{path}.storage.{key}.mount_point", fs.mount_point) for key, fs in file_systems if fs is not None]
     mounts += [

@@ -212,6 +212,13 @@ class Pool(StrictModel):
         description="One thread per physical core: each node takes its sibling threads offline before slurmd starts, "
         "and Slurm gets the pool's smallest core count as CPUs (docs/hyperthreading.md).",
     )
+    network_topology: bool = Field(
+        default=False,
+        description="Put multi-node jobs on the fewest EC2 network nodes: the cluster manager asks EC2 where this "
+        "pool's running instances sit (DescribeInstanceTopology) and keeps Slurm's topology.conf (topology/tree) in "
+        "step. EC2 reports network nodes for some instance types only (hpc, p, trn, g6e, ...); nodes of other types "
+        "stay under their pool's switch (docs/topology.md).",
+    )
 
 
 class Partition(StrictModel):
@@ -230,6 +237,13 @@ class Partition(StrictModel):
     )
     priority_tier: int = Field(default=1, ge=0, le=65533, description="Slurm PriorityTier (partition preemption).")
     interactive: bool = Field(default=False, description="An interactive partition (may preempt batch ones).")
+    allocation: Literal["shared", "exclusive"] = Field(
+        default="shared",
+        description="How jobs get nodes. shared: jobs share nodes, Slurm tracks each node's cores and memory (a job "
+        "without --mem gets DefMemPerCPU). exclusive: each job gets whole nodes, one job per node, and memory is not "
+        "a scheduling resource (OverSubscribe=EXCLUSIVE, SelectTypeParameters=CR_Core): less for slurmctld to track, "
+        "as Slurm's large-cluster guide advises (docs/scheduling.md).",
+    )
     share_nodes_of: list[str] = Field(
         default_factory=list,
         description=(

@@ -247,6 +247,12 @@ RULES: tuple[Rule, ...] = (
         "rendered into slurm.conf",
     ),
     Rule(
+        f"{_C}.partitions[].allocation",
+        _RECONF,
+        "rendered into the partition's line of slurm.conf: jobs started after the reconfigure get the new allocation; "
+        "running jobs keep the nodes, cores and memory they were given",
+    ),
+    Rule(
         _POOL,
         _RECONF,
         "added: its launch template is created, nodes appear at the reconfigure; removed: drain its "
@@ -276,6 +282,11 @@ RULES: tuple[Rule, ...] = (
         f"{_POOL}.instance_types[0]",
         _DRAIN,
         "the pool's launch template holds the first type and its architecture's AMI parameter",
+    ),
+    Rule(
+        f"{_POOL}.network_topology",
+        _RECONF,
+        "TopologyPlugin and topology.conf are rendered into /etc/slurm, the manager reads it from its manifest",
     ),
     Rule(
         f"{_POOL}.{{placement_group,gpu}}",

@@ -54,7 +54,7 @@ from slurm_plugin.render import sssd
 from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
 from stacks.naming import directory_parameter
-from stacks.user_data import directory_values, login_values, pool_values
+from stacks.user_data import directory_values, login_values, node_names_values, pool_values
 
 LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
@@ -70,6 +70,7 @@ DAEMONS: list[tuple[str, str]] = [
     ("config-sync-timer", "while sleep"),
     ("prometheus", "prometheus"),
     ("exporter", "slurm-exporter"),
+    ("bootwatch", "slurm_plugin.bootwatch"),
     ("clustermgr", "slurm_plugin.manager"),
     ("slurmctld", "slurmctld"),
     ("slurmdbd", "slurmdbd"),
@@ -86,6 +87,7 @@ UNIT_PID_FILES = {
     "config-sync-timer": "slurm-config-sync.timer",
     "clustermgr": "slurm-clustermgr.service",
     "exporter": "slurm-exporter.service",
+    "bootwatch": "slurm-bootwatch.service",
     "slurmctld": "slurmctld.service",
     "slurmdbd": "slurmdbd.service",
     "munged": "munge.service",
@@ -380,6 +382,7 @@ class LocalCloud(CloudOps):
             shared_mount,
             munge_secret=shared.info().compute_user_data.get("ES_MUNGE_SECRET") if shared is not None else None,
         )
+        boot.values.update(node_names_values(cluster))  # as the cluster stack's compute user data
         if cluster.directory is not None:  # the site's LDAP directory: slapd on the host, its bind secret in AWS
             boot.values.update(self._start_directory(cluster, factory))
         db_secret = None

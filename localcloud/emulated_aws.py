@@ -156,10 +156,15 @@ def build_app() -> Any:
     from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+    from localcloud import instance_topology
     from localcloud.fault_middleware import FaultMiddleware
     from localcloud.iam_gate import IamGate
+    from localcloud.moto_speedups import install as index_moto_lookups
+    from localcloud.moto_status_filters import install as honour_status_filters
     from localcloud.spot_history import Offer
 
+    index_moto_lookups()  # tags and instances read by id (same answers; localcloud/moto_speedups.py)
+    honour_status_filters()  # DescribeInstanceStatus filters moto drops (localcloud/moto_status_filters.py)
     account = "123456789012"
 
     def subnet_az(region: str, subnet_id: str) -> str | None:
@@ -183,7 +188,26 @@ def build_app() -> Any:
             for o in INSTANCE_TYPE_OFFERINGS["availability-zone"].get(region, [])
         ]
 
-    app = FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type, offers)
+    def topology(region: str, params: dict[str, str]) -> tuple[str, list[tuple[str, str]], bytes]:
+        backend = ec2_backends[account][region]
+        zone_ids = {zone.name: zone.zone_id for zone in RegionsAndZonesBackend.zones.get(region, [])}
+        tags = getattr(backend, "tags", {})
+        found = [
+            instance_topology.EmulatedInstance(
+                instance_id=inst.id,
+                instance_type=inst.instance_type,
+                availability_zone=str(inst.placement.zone or ""),
+                zone_id=zone_ids.get(str(inst.placement.zone or ""), ""),
+                state=inst.state,
+                group_name=str(inst.placement.group_name or ""),
+                launch_group=instance_topology.launch_group(tags.get(inst.id, {}), reservation.id),
+            )
+            for reservation in backend.all_reservations()
+            for inst in reservation.instances
+        ]
+        return instance_topology.describe_instance_topology(params, found)
+
+    app = FaultMiddleware(DomainDispatcherApplication(create_backend_app), subnet_az, template_type, offers, topology)
     return IamGate(app)
 
 

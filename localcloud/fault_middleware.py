@@ -9,7 +9,8 @@ What it adds to moto, request by request:
   also to a retry that arrives while the first request is still being served);
 - RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount);
 - prices, which moto lacks: the Price List API (`pricing` GetProducts, localcloud/price_list.py) and
-  DescribeSpotPriceHistory with per-AZ prices from the same table (localcloud/spot_history.py).
+  DescribeSpotPriceHistory with per-AZ prices from the same table (localcloud/spot_history.py);
+- DescribeInstanceTopology, which moto lacks: network nodes per instance (localcloud/instance_topology.py).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset;
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
 token is the capability, as the handle's pre-signed URL is), GET returns the signals it received.
@@ -39,6 +40,8 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 SubnetAz = Callable[[str, str], str | None]
 TemplateType = Callable[[str, str], str | None]
 SpotOffers = Callable[[str], Iterable[spot_history.Offer]]  # ec2 region → the (type, AZ) pairs EC2 offers
+Answer = tuple[str, list[tuple[str, str]], bytes]
+Topology = Callable[[str, dict[str, str]], Answer]  # (ec2 region, params) → DescribeInstanceTopology's answer
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
@@ -57,11 +60,19 @@ def ec2_error(code: str, message: str, status: str) -> tuple[str, list[tuple[str
 class FaultMiddleware:
     """Wraps moto's WSGI app; thread-safe (the server is threaded)."""
 
-    def __init__(self, app: WsgiApp, subnet_az: SubnetAz, template_type: TemplateType, offers: SpotOffers) -> None:
+    def __init__(
+        self,
+        app: WsgiApp,
+        subnet_az: SubnetAz,
+        template_type: TemplateType,
+        offers: SpotOffers,
+        topology: Topology | None = None,
+    ) -> None:
         self.app = app
         self.subnet_az = subnet_az
         self.template_type = template_type
         self.offers = offers
+        self.topology = topology  # moto has no DescribeInstanceTopology (localcloud/instance_topology.py)
         self.faults = Faults()
         self.counts: Counter[str] = Counter()
         self.lost_left: dict[str, int] = {}
@@ -127,6 +138,8 @@ class FaultMiddleware:
                 answer = self._create_fleet(environ, params, region, faults)
             elif action == "DescribeSpotPriceHistory":
                 answer = spot_history.describe_spot_price_history(params, self.offers(region))
+            elif action == "DescribeInstanceTopology" and self.topology is not None:
+                answer = self.topology(region, params)
             else:
                 answer = self._forward(environ, raw)
         finally:

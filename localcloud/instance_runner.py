@@ -40,7 +40,7 @@ from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 from slurm_plugin.naming import TAG_LOGIN_POOL
 
 LOG = logging.getLogger("instance-runner")
-POLL_SECONDS = 1.0
+POLL_SECONDS = 0.25  # between looks at EC2; a boot whose delay ends sooner wakes the loop on time (Runner.next_wake)
 
 
 def ec2_client(endpoint_url: str, region: str, credentials: dict[str, str]) -> Any:
@@ -133,6 +133,12 @@ class Runner:
         self.failures_used = 0
         self.running = True
         (layout.log / "instances").mkdir(parents=True, exist_ok=True)
+
+    def next_wake(self, now: float) -> float:
+        """Seconds until the next loop: POLL_SECONDS, or sooner when a tracked instance's boot delay ends before that
+        (an EC2 instance boots when its boot time is over, not at the runner's next look)."""
+        due = [t.boot_at - now for t in self.tracked.values() if not (t.booted or t.fail or t.stopped)]
+        return max(0.02, min([POLL_SECONDS, *due]))
 
     def loop_once(self) -> None:
         observed = observe(self.clients, self.cluster)
@@ -341,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             runner.loop_once()
         except Exception:
             LOG.exception("runner loop failed; continuing")
-        time.sleep(POLL_SECONDS)
+        time.sleep(runner.next_wake(time.time()))
     runner.stop_all()
     LOG.info("stopped")
     return 0

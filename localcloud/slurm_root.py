@@ -138,6 +138,8 @@ def _key(rel: Release) -> str:
             sorted(console_scripts().items()),
             BIND_SOURCE_C.read_text(),
             LINKED_PROGRAMS,
+            # the units are linked by name at build time: a new unit needs a new root
+            sorted(p.name for p in (REPO_ROOT / "assets" / "systemd").iterdir()),
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:12]

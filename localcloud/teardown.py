@@ -1,8 +1,9 @@
 """Stop everything one local cloud started, and nothing else.
 
 Order: the instance runner (it stops the instances it booted), any instance left behind (by its recorded session and
-time namespace), slurmd processes named by our SlurmdPidFiles, plugin workers (found by the manifest path in their
-environment), then slurmctld, slurmdbd, MariaDB, munged and the emulated AWS. Every process is checked against its
+time namespace), slurmd processes named by our SlurmdPidFiles, plugin workers and spare workers (found by the manifest
+path in their environment), then slurmctld, slurmdbd, MariaDB, munged and the emulated AWS, then plugin workers again
+(one slurmctld started while stopping). Every process is checked against its
 /proc/PID/cmdline (or environment) before it is signalled.
 """
 
@@ -86,4 +87,6 @@ def stop_everything(layout: Layout, daemons: list[tuple[str, str]]) -> list[str]
     for name, marker in daemons[1:]:
         if procs.stop_pid_file(layout.pid_file(name), marker, timeout=20):
             stopped.append(name)
+    # a resume run while slurmctld stopped may have started a spare worker (slurm_plugin/powersave/spare.py)
+    stopped += _plugin_workers(layout)
     return stopped

@@ -49,6 +49,9 @@ class PoolManifest(_Frozen):
     resume_timeout: int = Field(600, description="Slurm's ResumeTimeout for this pool's nodes (seconds).")
     capacity_reservation_id: str | None = Field(None, description="Launch only into this capacity reservation.")
     capacity_block: bool = Field(False, description="The reservation is a Capacity Block (market capacity-block).")
+    network_topology: bool = Field(
+        False, description="The cluster manager places its nodes in topology.conf by EC2's network topology."
+    )
 
     @property
     def key(self) -> str:
@@ -66,6 +69,11 @@ class Manifest(_Frozen):
     instance_cache_path: str
     state_dir: str = Field(description="Locks, copies of resume files, capacity cool-down state.")
     log_file: str
+    node_names_dir: str | None = Field(
+        None,
+        description="Shared directory where resume writes one file per bound instance naming its node, for the node's"
+        " bootstrap (slurm_plugin/powersave/node_names.py); None: not written.",
+    )
     slurm_bin_dir: str = "/usr/bin"
     slurm_conf: str | None = None
     capacity_cooldown_seconds: int = 600

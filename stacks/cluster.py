@@ -60,7 +60,7 @@ from stacks.node_policies import (
     node_statements,
 )
 from stacks.region import RegionStack
-from stacks.user_data import actions_values, directory_values
+from stacks.user_data import actions_values, directory_values, node_names_values
 
 # How long stack creation waits for the controllers' healthy signal: the boot waits up to 10 min for a peer
 # controller's instance, 10-15 min for slurmdbd, 5 min for slurmctld (stacks/user_data.py).
@@ -119,6 +119,7 @@ class ClusterStack(cdk.Stack):
             "ES_LOG_GROUP": self.log_group.log_group_name,
             "ES_CONF_SERVER_PARAMETER": conf_server_parameter(cluster.name),
             **directory_values(cluster),
+            **node_names_values(cluster),
         }
         # the controllers write their addresses here (CloudFormation creates it, so a delete removes it)
         self.conf_server = ssm.StringParameter(

@@ -144,6 +144,7 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             [
                 "ec2:DescribeInstances",
                 "ec2:DescribeInstanceStatus",
+                "ec2:DescribeInstanceTopology",  # the manager, for pools with network_topology
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeSpotPriceHistory",

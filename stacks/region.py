@@ -28,7 +28,7 @@ from stacks.monitoring import EC2_EVENTS
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
 from stacks.node_policies import custom_action_objects, munge_secret_pattern, node_statements
-from stacks.user_data import directory_values
+from stacks.user_data import directory_values, node_names_values
 
 
 class RegionStack(cdk.Stack):
@@ -59,7 +59,11 @@ class RegionStack(cdk.Stack):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
-        boot_env = {**home_boot_env(cluster.name, home_region, munge_owner, remote=True), **directory_values(cluster)}
+        boot_env = {
+            **home_boot_env(cluster.name, home_region, munge_owner, remote=True),
+            **directory_values(cluster),
+            **node_names_values(cluster),
+        }
         home = ArnScope(self.partition, self.account, home_region)
         munge = munge_secret_pattern(home, munge_owner or cluster.name)
         actions = custom_action_objects(home, cluster)

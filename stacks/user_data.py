@@ -17,6 +17,7 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 from __future__ import annotations
 
 from cluster_config.model import Cluster, CustomActions, LoginPool, Pool
+from slurm_plugin.render.manifest import node_names_dir
 from stacks.naming import CONF_SERVER_PENDING, directory_parameter
 
 BIN = "/opt/elastic-slurm/bin"
@@ -49,16 +50,14 @@ _PRELUDE = [
     "export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS=10",
     "# instance metadata (the node role's credentials) for root (and slurm on controllers) only, on every boot",
     "systemctl enable --now elastic-slurm-imds-guard.service",
-    "# munge: the same key on every member of the cluster",
-    'aws secretsmanager get-secret-value --secret-id "$ES_MUNGE_SECRET" --query SecretString --output text'
-    " | sha512sum | cut -d' ' -f1 > /etc/munge/munge.key",
+    "# munge (the same key on every member of the cluster), the mounts and the controllers' address (the compute",
+    "# nodes' conf-server, see _COMPUTE): one process for both reads (slurm_plugin/boot_fetch.py)",
+    f'{VENV_PYTHON} -m slurm_plugin.boot_fetch --munge-secret "$ES_MUNGE_SECRET" --munge-key /etc/munge/munge.key'
+    f' --parameters "$ES_MOUNTS_PARAMETER" "$ES_CONF_SERVER_PARAMETER" --parameters-out {ETC}/parameters.json',
     "chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key",
     "systemctl restart munge",
     "# shared file systems: in /etc/fstab (_netdev: after the network; nofail: a missing one does not stop a reboot),",
     "# then mounted from there",
-    "# one read for the mounts and the controllers' address (the compute nodes' conf-server, see _COMPUTE)",
-    'aws ssm get-parameters --names "$ES_MOUNTS_PARAMETER" "$ES_CONF_SERVER_PARAMETER" --output json'
-    f" > {ETC}/parameters.json",
     f"jq -r --arg n \"$ES_MOUNTS_PARAMETER\" '.Parameters[] | select(.Name == $n) | .Value' {ETC}/parameters.json"
     f" > {ETC}/mounts.json",
     "# get-parameters lists a missing name under InvalidParameters instead of failing: fail the boot here",
@@ -115,6 +114,8 @@ _CONTROLLER = [
     '  es_wait 900 "slurmdbd (cluster $ES_CLUSTER registered)" bash -c'
     " 'sacctmgr -n -P show cluster format=cluster | grep -qx \"$ES_CLUSTER\"'",
     "fi",
+    "# wakes the prologs of jobs on booting nodes (assets/systemd/slurm-bootwatch.service), before any job runs",
+    "systemctl enable --now slurm-bootwatch.service",
     "systemctl enable --now slurmctld",
     'es_wait 300 "slurmctld on $(hostname -s)" bash -c \'scontrol ping | grep -q "at $(hostname -s) is UP"\'',
     "# cluster manager (assets/systemd/slurm-clustermgr.service)",
@@ -193,6 +194,13 @@ def directory_values(cluster: Cluster) -> dict[str, str]:
     """The user-data value every node of a cluster with a directory gets: the SSM parameter holding the section
     (assets/bootstrap/elastic-slurm-directory reads it at boot); nothing without one."""
     return {"ES_DIRECTORY_PARAMETER": directory_parameter(cluster.name)} if cluster.directory is not None else {}
+
+
+def node_names_values(cluster: Cluster) -> dict[str, str]:
+    """ES_NODE_NAMES_DIR: where a compute node's bootstrap finds its node name, written by resume
+    (slurm_plugin/powersave/node_names.py) on the shared file system."""
+    directory = node_names_dir(cluster)
+    return {"ES_NODE_NAMES_DIR": directory} if directory else {}
 
 
 def login_values(pool: LoginPool) -> dict[str, str]:

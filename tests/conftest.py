@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,34 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 from tests.slurm_in_root import munge_socket  # noqa: E402, F401
 
 _SESSION_START = time.time()
+
+
+def _spares_under(directory: Path) -> list[int]:
+    """Pids of spare resume workers (slurm_plugin/powersave/spare.py) whose manifest is under `directory`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--spare" in argv and any(a.startswith(str(directory).encode()) for a in argv):
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_spare_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that runs ResumeProgram against a manifest in its tmp_path leaves a spare worker waiting for the next
+    request: stop it (only those of this test's directory) when the test ends."""
+    directory = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if directory is None:
+        return
+    for pid in _spares_under(directory):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

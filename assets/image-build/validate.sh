@@ -29,7 +29,7 @@ command -v munged >/dev/null || fail "no munged"
 id slurm >/dev/null || fail "no slurm account"
 id munge >/dev/null || fail "no munge account"
 for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-longcheck slurm-config-sync \
-    elastic-slurm-imds-guard; do
+    slurm-exporter slurm-bootwatch elastic-slurm-imds-guard; do
   [ -f "/etc/systemd/system/$unit.service" ] || [ -f "/usr/lib/systemd/system/$unit.service" ] || fail "no unit $unit"
 done
 for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-config-apply elastic-slurm-controller-hosts \

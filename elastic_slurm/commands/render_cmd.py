@@ -1,6 +1,7 @@
 """`elastic-slurm render FILE --out DIR`: write the slurm.conf fragment, gres.conf and runtime manifest of a cluster.
 
 Files written per cluster: `slurm-elastic.conf` (to `Include` from the base slurm.conf), `gres.conf` (if any line),
+`topology.conf` (if a pool has `network_topology`; owned by SlurmUser with `--controller-hosts` as root),
 `manifest.json`, and `prolog-wait-for-boot.env` (to sit beside the installed prolog). With several clusters in the
 file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra`, ids are placeholders.
 With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that
@@ -13,6 +14,8 @@ $ES_RENDER_OVERRIDES names its paths, ports and timers (slurm_plugin/render/over
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from slurm_plugin.render import overrides as render_overrides
 from slurm_plugin.render.base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
 from slurm_plugin.render.cluster import Rendered, RenderError, RenderOptions, render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
+from slurm_plugin.render.topology import TOPOLOGY_CONF_NAME
 
 SLURM_CONF_NAME = "slurm-elastic.conf"
 GRES_CONF_NAME = "gres.conf"
@@ -94,12 +98,15 @@ def run_render(args: argparse.Namespace) -> int:
             infra = _infra(args.infra) if args.infra else placeholder_infra(config.cluster(name))
             rendered = render_cluster(config, name, infra, cache, options)
             base = _base(args, config, name, target, overrides["base"]) if args.controller_hosts is not None else None
+            slurm_user = _slurm_user(overrides["base"]) if base is not None else None
         except KeyError:
             known = ", ".join(c.name for c in config.clusters)
             raise UserError(f"--cluster: no cluster '{name}' in {args.file} (it has: {known})") from None
         except (RenderError, CacheError) as exc:
             raise UserError(str(exc)) from None
         write_rendered(rendered, target)
+        if slurm_user is not None:
+            _hand_to(target / TOPOLOGY_CONF_NAME, slurm_user)
         if base is not None:
             _write(target / BASE_CONF_NAME, base[0])
             _write(target / CGROUP_CONF_NAME, base[2])
@@ -123,7 +130,31 @@ def write_rendered(rendered: Rendered, target: Path) -> None:
     elif gres.exists():
         gres.unlink()
     (target / PROLOG_ENV_NAME).write_text(rendered.prolog_env, encoding="utf-8")
+    topology = target / TOPOLOGY_CONF_NAME
+    if rendered.topology_conf:
+        topology.write_text(rendered.topology_conf, encoding="utf-8")
+    elif topology.exists():
+        topology.unlink()
     write_manifest(rendered.manifest, target / MANIFEST_NAME)
+
+
+def _slurm_user(overrides: dict[str, Any]) -> str:
+    """SlurmUser of the base slurm.conf (BaseSettings' default unless the machine overrides it)."""
+    return str(overrides.get("slurm_user", BaseSettings.slurm_user))
+
+
+def _hand_to(path: Path, user: str) -> None:
+    """Give topology.conf to SlurmUser when rendering as root on a controller: the cluster manager, which runs as that
+    user, rewrites it in place as instances come and go (slurm_plugin/manager/topology.py); the controller's config
+    apply copies it into /etc/slurm with its owner. A user this machine lacks (a workstation) leaves it as it is."""
+    if not path.exists() or os.geteuid() != 0:
+        return
+    try:
+        shutil.chown(path, user)
+    except LookupError:
+        return
+    except OSError as exc:
+        raise UserError(f"--out: cannot give {path} to {user}: {exc.strerror}") from None
 
 
 def _base(

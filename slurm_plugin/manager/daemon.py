@@ -2,7 +2,8 @@
 
 Each cycle: `scontrol ping` (standby controllers stop here) → observe Slurm nodes (one scontrol call) and the cluster's
 instances (one filtered DescribeInstances per region, plus status checks) → reconcile (pure) + SQS events → apply in
-batches → counters in state_dir. Stateless: every cycle starts from EC2 tags and Slurm state, so a restart or a
+batches → topology.conf for pools with network_topology (manager/topology.py) → counters in state_dir. Stateless:
+every cycle starts from EC2 tags and Slurm state (topology.json only saves asking EC2 again), so a restart or a
 failover to the backup controller loses nothing.
 
     slurm-clustermgr --manifest /etc/elastic-slurm/manifest.json            # loop every --interval seconds
@@ -26,13 +27,14 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from slurm_plugin import logs
-from slurm_plugin.manager import events, fleet, metrics
+from slurm_plugin.manager import events, fleet, metrics, topology
 from slurm_plugin.manager.apply import Outcome, Terminator, apply
 from slurm_plugin.manager.model import Action, Instance, Kind, Settings
 from slurm_plugin.manager.observe import ObserveError, active_controller, describe_cluster
 from slurm_plugin.manager.reconcile import reconcile
 from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
+from slurm_plugin.powersave import node_names
 from slurm_plugin.powersave.slurm import SlurmError
 from slurm_plugin.telemetry import events as event_log
 
@@ -104,14 +106,34 @@ class Manager:
         outcome = apply(actions, self.ec2, self.slurm, self.dry_run)
         if handles and not self.dry_run and not outcome.failures:  # on failure they come back after the timeout
             events.delete(self.sqs, self.queue_url or "", handles)
+        # pools with network_topology: topology.conf follows the instances (only what changed costs calls)
+        placed = topology.sync(self.manifest, nodes, instances, self.ec2, self.slurm, at, self.dry_run)
+        outcome.failures.extend(placed.failures)
         done = len(outcome.done)
         if not self.dry_run:
-            metrics.update(self.manifest.state_dir, outcome.counters, at, done)
+            metrics.update(self.manifest.state_dir, [*outcome.counters, *placed.counters], at, done)
+            self._sweep_node_names(instances, at)
             event_log.record(self.manifest.state_dir, terminated_records(outcome.done, instances))
         LOG.log(logging.INFO if done or outcome.failures else logging.DEBUG,
                 "cycle: %d node(s), %d instance(s), %d action(s) done, %d failure(s)",
                 len(nodes), len(instances), done, len(outcome.failures))  # fmt: skip
         return outcome
+
+    def _sweep_node_names(self, instances: Sequence[Instance], at: datetime) -> None:
+        """Remove the node-name files (slurm_plugin/powersave/node_names.py) of instances EC2 no longer lists as
+        alive; a file younger than the orphan grace may belong to an instance launched after the observation."""
+        directory = self.manifest.node_names_dir
+        if not directory:
+            return
+        live = [i.instance_id for i in instances if i.state not in ("terminated", "shutting-down")]
+        older_than = (at - self.settings.orphan_grace).timestamp()
+        try:
+            removed = node_names.sweep(directory, live, older_than)
+        except OSError as exc:
+            LOG.warning("node names in %s not swept: %s", directory, exc)
+            return
+        if removed:
+            LOG.info("removed the node-name files of %d ended instances", len(removed))
 
     def _log_ignored(self, actions: Sequence[Action]) -> None:
         """Log what is never touched once (INFO when it first shows up, not every cycle)."""

@@ -33,7 +33,16 @@ _SUFFIX_FLAGS = {
     "!": "POWER_DOWN",
 }
 OBSERVED_INSTANCE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
-STATUS_IDS_PER_CALL = 100
+# EC2's scheduled event codes (DescribeInstanceStatus, filter `event.code`)
+EVENT_CODES = ["instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop"]
+# What the manager acts on, one query each (EC2 ANDs filters of different names): an impaired instance check, an
+# impaired system check, a scheduled event.
+STATUS_QUERIES = (
+    [{"Name": "instance-status.status", "Values": ["impaired"]}],
+    [{"Name": "system-status.status", "Values": ["impaired"]}],
+    [{"Name": "event.code", "Values": EVENT_CODES}],
+)
+STATUS_PAGE_SIZE = 1000  # DescribeInstanceStatus MaxResults (5-1000)
 
 
 class ObserveError(Exception):
@@ -214,15 +223,24 @@ def describe_cluster(client: Any, region: str, cluster: str) -> list[Instance]:
 
 
 def describe_status(client: Any, ids: Sequence[str]) -> dict[str, tuple[datetime | None, tuple[ScheduledEvent, ...]]]:
-    """Status checks and scheduled events of running instances, 100 ids per DescribeInstanceStatus."""
+    """Status checks and scheduled events of the running instances among `ids` that have something to report.
+
+    One filtered, paginated DescribeInstanceStatus per condition the manager acts on (STATUS_QUERIES) for the whole
+    region: a constant number of calls however many instances run (asking by id took one call per 100 instances),
+    and the answers hold only the few instances in trouble. Instances of other clusters in them are left out."""
+    wanted = set(ids)
     result: dict[str, tuple[datetime | None, tuple[ScheduledEvent, ...]]] = {}
-    for start in range(0, len(ids), STATUS_IDS_PER_CALL):
+    if not wanted:
+        return result
+    paginator = client.get_paginator("describe_instance_status")
+    for filters in STATUS_QUERIES:
         try:
-            reply = client.describe_instance_status(InstanceIds=list(ids[start : start + STATUS_IDS_PER_CALL]))
+            for page in paginator.paginate(Filters=filters, PaginationConfig={"PageSize": STATUS_PAGE_SIZE}):
+                for raw in page.get("InstanceStatuses", []):
+                    if str(raw["InstanceId"]) in wanted:  # each answer holds the instance's whole status
+                        result[str(raw["InstanceId"])] = status_from_api(raw)
         except ClientError:
-            continue  # an id vanished meanwhile: status is advisory, the next cycle asks again
-        for raw in reply.get("InstanceStatuses", []):
-            result[str(raw["InstanceId"])] = status_from_api(raw)
+            continue  # status is advisory: the next cycle asks again
     return result
 
 

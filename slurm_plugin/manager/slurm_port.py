@@ -1,7 +1,7 @@
 """What the manager needs from Slurm (a Protocol tests fake) and its scontrol implementation.
 
 The implementation extends the plugin's `Scontrol` adapter (same binary, SLURM_CONF, timeouts, error type) with the
-calls only the manager makes: show every node, ping, drain, resume, power up.
+calls only the manager makes: show every node, ping, drain, resume, power up, reconfigure.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class ManagerSlurm(Protocol):
 
     def set_partitions(self, names: Sequence[str], state: str) -> None:
         """state=STATE for each partition."""
+
+    def reconfigure(self) -> None:
+        """`scontrol reconfigure`: slurmctld and the slurmds read the configuration files again (topology.conf)."""
 
 
 class ScontrolManager(Scontrol):
@@ -81,3 +84,6 @@ class ScontrolManager(Scontrol):
     def set_partitions(self, names: Sequence[str], state: str) -> None:
         for name in names:
             self._run(["update", f"partitionname={name}", f"state={state}"])
+
+    def reconfigure(self) -> None:
+        self._run(["reconfigure"])

@@ -18,15 +18,17 @@ MANIFEST_ENV = "ELASTIC_SLURM_MANIFEST"
 DEFAULT_MANIFEST = "/etc/elastic-slurm/manifest.json"
 MANIFEST_SCHEMA_VERSION = 1  # the manifest format this plugin reads (slurm_plugin.manifest writes it)
 MANIFEST_ERROR_CODE = "ManifestError"
+NO_SPARES, USE_SPARES, ONLY_SPARES = "none", "use", "only"  # spawn_worker's `spares` (spare.py)
 
 
 def note(log_file: str, name: str, level: str, message: str, stderr: bool = True) -> None:
     """One log line to the log file (same format as slurm_plugin.logs) and to stderr; no `logging` import needed."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
     try:
         os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
         with open(log_file, "a", encoding="utf-8") as handle:
-            handle.write(f"{stamp},000 {os.getpid()} {level} {name}: {message}\n")
+            handle.write(f"{stamp} {os.getpid()} {level} {name}: {message}\n")
     except OSError as exc:
         print(f"{name}: cannot write log file {log_file}: {exc.strerror}", file=sys.stderr)
     if stderr:
@@ -114,8 +116,16 @@ def new_request_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
-def spawn_worker(module: str, manifest: dict[str, Any], request: dict[str, Any], resume_file: str | None) -> int:
-    """Write the request to state_dir/requests/<id>/ and start `python -m module --worker DIR` detached; its pid."""
+def spawn_worker(
+    module: str,
+    manifest: dict[str, Any],
+    request: dict[str, Any],
+    resume_file: str | None,
+    spares: str = NO_SPARES,
+) -> int | None:
+    """Write the request to state_dir/requests/<id>/ and start `python -m module --worker DIR` detached; its pid.
+    With `spares` USE_SPARES, a waiting spare worker (spare.py) takes the request instead when there is one, and a new
+    spare is started for the next request; with ONLY_SPARES, a waiting spare takes it or nothing is done (None)."""
     directory = os.path.join(manifest["state_dir"], "requests", request["request_id"])
     os.makedirs(directory, exist_ok=True)
     if resume_file:
@@ -129,6 +139,19 @@ def spawn_worker(module: str, manifest: dict[str, Any], request: dict[str, Any],
         json.dump(request, handle)
     log_path = str(manifest["log_file"])
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    if spares != NO_SPARES:
+        from slurm_plugin.powersave import spare
+
+        waiting_room = spare.spares_dir(str(manifest["state_dir"]))
+        taken = spare.hand_to_spare(waiting_room, directory)
+        if spares == ONLY_SPARES:
+            if taken is None:
+                shutil.rmtree(directory, ignore_errors=True)
+            return taken
+        if spare.waiting(waiting_room) == 0:
+            spare.spawn(module, str(request["manifest"]), log_path)
+        if taken is not None:
+            return taken
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", module, "--worker", directory],
@@ -148,6 +171,7 @@ def hand_off(
     resume_file: str | None,
     extra: dict[str, Any],
     power_down_on_bad_manifest: bool = False,
+    spares: str = NO_SPARES,
 ) -> int:
     """The whole foreground of a power-save program: validate, hand the nodes to a detached worker, return.
 
@@ -180,7 +204,10 @@ def hand_off(
         "manifest": os.path.abspath(path),
         **extra,
     }
-    pid = spawn_worker(module, manifest, request, resume_file)
-    message = f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}"
+    pid = spawn_worker(module, manifest, request, resume_file, spares)
+    if pid is None:
+        message = f"{name} of {len(nodes)} nodes: no spare worker waiting, nothing done"
+    else:
+        message = f"request {request['request_id']}: {name} of {len(nodes)} nodes handed to worker pid {pid}"
     note(log_file, name, "INFO", message, False)
     return 0

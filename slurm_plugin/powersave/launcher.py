@@ -15,7 +15,7 @@ from typing import Any
 
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Manifest
-from slurm_plugin.powersave import capacity, protection, state
+from slurm_plugin.powersave import capacity, node_names, protection, state
 from slurm_plugin.powersave.ec2 import Ec2, Instance, LaunchRequest, LaunchResult
 from slurm_plugin.powersave.planner import (
     CAPACITY_ERROR_CODES,
@@ -35,6 +35,7 @@ from slurm_plugin.powersave.unusable_pools import COOLDOWN_CODE, report_failures
 from slurm_plugin.telemetry import events
 
 log = logging.getLogger("slurm-resume")
+NAME_ATTEMPTS, NAME_PAUSE = 3, 1.0  # writing the node-name files (node_names.py): tries, seconds between
 
 
 @dataclass
@@ -345,6 +346,8 @@ class _Binder:
                 for node, iid in assigned.items()
             },
         )
+        if self.manifest.node_names_dir:  # each instance's bootstrap reads its node name here, not from Slurm
+            self._publish_names({iid: node for node, iid in assigned.items()})
         try:
             self.slurm.set_addresses(addresses)
             log.info("request %s: NodeAddr set for %d nodes %s", request_id, len(addresses), compress(addresses))
@@ -352,6 +355,23 @@ class _Binder:
             log.error("request %s: %s (instances kept; resume-fail will clean up)", request_id, exc)
         self.outcome.launched.update({node: self.known[iid] for node, iid in assigned.items()})
         self._record(assigned)
+
+    def _publish_names(self, names: dict[str, str]) -> None:
+        """The node-name files, retried (the shared file system may hiccup): without them the instances cannot find
+        their nodes, do not register, and resume-fail ends them at ResumeTimeout."""
+        directory = self.manifest.node_names_dir or ""
+        for attempt in range(NAME_ATTEMPTS):
+            try:
+                node_names.publish(directory, names)
+                return
+            except OSError as exc:
+                if attempt + 1 == NAME_ATTEMPTS:
+                    log.error(
+                        "request %s: node names not written to %s: %s (those nodes will not register)",
+                        self.outcome.request_id, directory, exc,
+                    )  # fmt: skip
+                else:
+                    time.sleep(NAME_PAUSE)
 
     def _record(self, assigned: dict[str, str]) -> None:
         """One `node_launched` line per node given an instance this resume launched (the cost ledger)."""

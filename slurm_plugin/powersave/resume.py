@@ -17,13 +17,18 @@ from slurm_plugin.hostlists import expand
 from slurm_plugin.powersave.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
+    ONLY_SPARES,
+    USE_SPARES,
     hand_off,
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from slurm_plugin.powersave.ec2 import Ec2
+
 NAME = "slurm-resume"
+MODULE = "slurm_plugin.powersave.resume"
 
 
 def job_groups(resume_data: Any) -> list[list[str]]:
@@ -51,17 +56,54 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("hostlist", nargs="?", help="Slurm hostlist of the nodes to resume, e.g. cpu-c7i-[1-4]")
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--spare", metavar="MANIFEST", help=argparse.SUPPRESS)
+    parser.add_argument("--prime", action="store_true", help="start a spare worker if none waits, then return")
+    parser.add_argument(
+        "--early",
+        action="store_true",
+        help="launch only if a spare worker is waiting (PrologSlurmctld's early launch); never start a worker",
+    )
     return parser
 
 
 def foreground(hostlist: str) -> int:
     """Validate, copy the resume file, start the worker; exit code."""
     resume_file = os.environ.get("SLURM_RESUME_FILE")
-    return hand_off(NAME, "slurm_plugin.powersave.resume", hostlist, resume_file, {}, power_down_on_bad_manifest=True)
+    return hand_off(NAME, MODULE, hostlist, resume_file, {}, power_down_on_bad_manifest=True, spares=USE_SPARES)
 
 
-def worker(directory: Path) -> int:
-    """The background half: everything slow."""
+def prime() -> int:
+    """Start a spare worker when none waits (the controller's config apply runs this as SlurmUser, so the first cold
+    start after a controller boot finds one too); exit 1 with one line on a bad manifest."""
+    from slurm_plugin.powersave import spare as spares
+    from slurm_plugin.powersave.background import InputError, manifest_path, peek_manifest
+
+    path = manifest_path()
+    try:
+        manifest = peek_manifest(path)
+    except InputError as exc:
+        print(f"{NAME}: error: {exc}", file=sys.stderr)
+        return 1
+    if spares.waiting(spares.spares_dir(str(manifest["state_dir"]))) == 0:
+        log_file = str(manifest["log_file"])
+        os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
+        spares.spawn(MODULE, os.path.abspath(path), log_file)
+    return 0
+
+
+def early(hostlist: str) -> int:
+    """PrologSlurmctld's early launch (assets/slurm/prolog-wait-for-boot.sh): the job's powered-down nodes go to a
+    waiting spare worker now, up to a second before slurmctld's power-save thread calls ResumeProgram for them. With
+    no spare waiting nothing is done: ResumeProgram launches them as always. When ResumeProgram then comes for nodes
+    the early worker holds or has bound, its worker finds them claimed or bound to a live instance and launches
+    nothing more (launcher.resume_nodes). The job's nodes are one all-or-nothing group, as ResumeProgram's resume file
+    would say."""
+    return hand_off(NAME + " --early", MODULE, hostlist, None, {"job_nodes": hostlist}, spares=ONLY_SPARES)
+
+
+def worker(directory: Path, warm: Ec2 | None = None) -> int:
+    """The background half: everything slow. `warm`: EC2 clients a spare made ahead (used when they were made for
+    this manifest's endpoint and state dir)."""
     from slurm_plugin import logs
     from slurm_plugin.manifest import ManifestError, load_manifest
     from slurm_plugin.powersave.ec2 import Ec2
@@ -76,7 +118,9 @@ def worker(directory: Path) -> int:
         return 1
     log = logs.setup(manifest.log_file, NAME, stderr=False)
     groups: list[list[str]] = []
-    if request.get("resume_file"):
+    if request.get("job_nodes"):  # an early launch (PrologSlurmctld): one job's nodes
+        groups = [expand(request["job_nodes"])]
+    elif request.get("resume_file"):
         try:
             groups = job_groups(json.loads(directory.joinpath("resume.json").read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
@@ -88,7 +132,10 @@ def worker(directory: Path) -> int:
             manifest,
             expand(request["hostlist"]),
             groups,
-            Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
+            warm
+            if warm is not None
+            and (warm.endpoint_url, warm.state_dir) == (manifest.aws_endpoint_url, manifest.state_dir)
+            else Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
             Scontrol(manifest.slurm_bin_dir, manifest.slurm_conf),
             request["request_id"],
         )
@@ -99,6 +146,31 @@ def worker(directory: Path) -> int:
     return 0
 
 
+def spare(manifest_path: str) -> int:
+    """A spare worker (spare.py): do the imports and make the EC2 clients now, then wait for a request."""
+    from pathlib import Path
+
+    from slurm_plugin.manifest import ManifestError, load_manifest
+    from slurm_plugin.powersave import launcher  # noqa: F401  (imported now, not at the request)
+    from slurm_plugin.powersave import spare as spares
+    from slurm_plugin.powersave.ec2 import Ec2
+
+    try:
+        manifest = load_manifest(manifest_path)
+    except ManifestError as exc:
+        print(f"{NAME}: spare: {exc}", file=sys.stderr)
+        return 1
+    warm = Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir)
+    for region in sorted({loc.region for pool in manifest.pools for loc in pool.locations}):
+        warm.client(region)
+    waiting_room = spares.spares_dir(manifest.state_dir)
+
+    def still_wanted() -> bool:  # the cluster is still here and no other spare waits
+        return Path(manifest_path).exists() and spares.waiting(waiting_room) == 0
+
+    return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console script `slurm-resume`."""
     args = _parser().parse_args(argv)
@@ -106,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         from pathlib import Path
 
         return worker(Path(args.worker))
+    if args.spare:
+        return spare(args.spare)
+    if args.prime:
+        return prime()
     if not args.hostlist:
         print(f"{NAME}: error: hostlist: missing (usage: {NAME} HOSTLIST)", file=sys.stderr)
         return 2
-    return foreground(args.hostlist)
+    return early(args.hostlist) if args.early else foreground(args.hostlist)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_POOL, Manifest
-from slurm_plugin.powersave import state
+from slurm_plugin.powersave import node_names, state
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.planner import node_pools, pool_of
 from slurm_plugin.powersave.slurm import Slurm, SlurmError
@@ -111,6 +111,8 @@ def terminate_nodes(
     # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)
     done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled}
     state.forget_instances(manifest.state_dir, list(done), only=done)
+    if manifest.node_names_dir:
+        node_names.withdraw(manifest.node_names_dir, done.values())
     gone = {n: iid for n, iid in done.items() if iid not in outcome.terminated}  # ended without us (spot, lost)
     events.record(
         manifest.state_dir,

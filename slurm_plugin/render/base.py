@@ -19,9 +19,16 @@ from pathlib import PurePosixPath
 from cluster_config import Cluster, ElasticSlurmConfig
 from cluster_config.slurm_settings import SettingValue, drop_replaced, setting_lines
 from slurm_plugin.render.cluster import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
-from slurm_plugin.render.manifest import RenderError
+from slurm_plugin.render.manifest import RenderError, shared_mount
 
-__all__ = ["BaseSettings", "conf_server", "parse_controller_host", "render_base_conf", "render_cgroup_conf"]
+__all__ = [
+    "BaseSettings",
+    "conf_server",
+    "parse_controller_host",
+    "render_base_conf",
+    "render_cgroup_conf",
+    "shared_mount",  # from render/manifest.py, re-exported for its callers
+]
 
 HEALTHCHECK_PROGRAM = "/opt/elastic-slurm/bin/elastic-slurm-healthcheck"
 # The ports srun listens on for its job steps: the one setting the node security group opens (stacks/network.py).
@@ -64,15 +71,6 @@ def parse_controller_host(text: str) -> tuple[str, str | None]:
     if not match:
         raise ValueError(f"'{text}' is not a host name or name(address)")
     return match["name"], match["addr"]
-
-
-def shared_mount(cluster: Cluster) -> str | None:
-    """Mount point of the shared file system the controllers keep their state on (EFS first), or None."""
-    storage = cluster.storage
-    for fs in (storage.efs, storage.fsx_openzfs, storage.fsx_ontap, storage.fsx_lustre):
-        if fs is not None:
-            return fs.mount_point
-    return None
 
 
 def conf_server(settings: BaseSettings) -> str:

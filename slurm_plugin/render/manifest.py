@@ -9,6 +9,23 @@ from __future__ import annotations
 from cluster_config import Cluster, Pool, pool_azs, region_of_az
 from slurm_plugin.manifest import DeployedInfra, Location, Manifest, PoolManifest
 
+
+def shared_mount(cluster: Cluster) -> str | None:
+    """Mount point of the shared file system the controllers keep their state on (EFS first), or None."""
+    storage = cluster.storage
+    for fs in (storage.efs, storage.fsx_openzfs, storage.fsx_ontap, storage.fsx_lustre):
+        if fs is not None:
+            return fs.mount_point
+    return None
+
+
+def node_names_dir(cluster: Cluster) -> str | None:
+    """Where resume tells booting instances their node names (slurm_plugin/powersave/node_names.py): on the shared
+    file system every node mounts (EFS first, which remote regions mount too), next to Slurm's state."""
+    mount = shared_mount(cluster)
+    return f"{mount.rstrip('/')}/slurm/nodes/{cluster.name}" if mount else None
+
+
 PLACEHOLDER = "PLACEHOLDER"
 
 
@@ -74,6 +91,7 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         resume_timeout=cluster.slurm.resume_timeout,
         capacity_reservation_id=pool.capacity_reservation.id if pool.capacity_reservation else None,
         capacity_block=pool.capacity_reservation.capacity_block if pool.capacity_reservation else False,
+        network_topology=pool.network_topology,
     )
 
 
@@ -97,6 +115,7 @@ def build_manifest(
         instance_cache_path=instance_cache_path,
         state_dir=state_dir,
         log_file=log_file,
+        node_names_dir=node_names_dir(cluster),
         slurm_bin_dir=slurm_bin_dir,
         slurm_conf=slurm_conf,
         capacity_cooldown_seconds=cluster.slurm.capacity_cooldown,

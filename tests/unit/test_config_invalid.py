@@ -360,6 +360,14 @@ INVALID_CASES = [
         [(f"{C0}.storage", "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs)")],
     ),
     Case(
+        "remote_regions_without_efs",
+        {
+            **remote("us-west-2", ["us-west-2a"]),
+            f"{C0}.storage": {"fsx_openzfs": {"mount_point": "/data"}},
+        },
+        [(f"{C0}.storage.efs", "is needed with remote_regions: compute nodes there mount only the home EFS")],
+    ),
+    Case(
         "two_file_systems_on_one_mount_point",
         {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_openzfs": {"mount_point": "/data/"}}},
         [(f"{C0}.storage.fsx_openzfs.mount_point", "mount point '/data/' is already used by another file system")],

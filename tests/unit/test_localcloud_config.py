@@ -54,7 +54,7 @@ def test_local_overrides_change_only_ports_paths_cgroup_and_timers_of_the_produc
     lines = render_base_conf(config, "local", settings).splitlines()
     production = render_base_conf(config, "local", plain).splitlines()
     assert "SlurmUser=slurm" in lines and "SlurmdUser=root" in lines
-    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend" in lines
+    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend,power_save_interval=1" in lines
     assert "AuthInfo=cred_expire=20" in lines and "SlurmdTimeout=20" in lines
     assert "ProctrackType=proctrack/linuxproc" in lines and "TaskPlugin=task/none" in lines
     assert {"SlurmctldPort=3", "SlurmdPort=6", "AccountingStoragePort=4"} <= set(lines)

@@ -1,46 +1,64 @@
-"""The compute-node bootstrap script (assets/bootstrap): finds its Slurm node by NodeAddr, waits with a bound, execs slurmd.
+"""The compute-node bootstrap script (assets/bootstrap): reads its node name from the file resume wrote for its
+instance id, asks Slurm about that one node until its NodeAddr is the instance's IP (bounded), execs slurmd.
 
-A fake `scontrol` prints node lines and a fake `slurmd` prints its arguments, so the real script runs unchanged.
+Fake `sinfo`/`scontrol` answer from files and log every call (each call is a slurmctld RPC on a real cluster), and a
+fake `slurmd` prints its arguments, so the real script runs unchanged.
 """
 
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "assets" / "bootstrap" / "elastic-slurm-node-bootstrap"
-
-NODES = """NodeName=cpu-small-1 Arch=x86_64 NodeAddr=127.16.0.4 NodeHostName=cpu-small-1 State=IDLE+CLOUD+POWERED_DOWN
-NodeName=cpu-small-2 Arch=x86_64 NodeAddr=127.16.0.5 NodeHostName=cpu-small-2 State=IDLE+CLOUD+POWERING_UP
-NodeName=cpu-small-3 Arch=x86_64 NodeAddr=127.16.0.4 NodeHostName=cpu-small-3 State=ALLOCATED+CLOUD+POWERING_UP
-"""
+INSTANCE = "i-0abc1234def567890"
+# node -> NodeAddr, what `sinfo -n NODE -o %o` answers
+ADDRS = {"cpu-small-1": "cpu-small-1", "cpu-small-2": "127.16.0.5", "cpu-small-3": "127.16.0.4"}
 
 
 def _answers(tmp_path: Path) -> str:
-    """Shell lines of a fake scontrol: `show config` prints config.txt, anything else the node lines."""
-    return (
-        f'if [ "$1 $2" = "show config" ]; then cat {tmp_path / "config.txt"}; else cat {tmp_path / "nodes.txt"}; fi\n'
-    )
+    """Shell lines of a fake scontrol: `show config` prints config.txt, anything else fails (the bootstrap must not
+    read the node table)."""
+    return f'if [ "$1 $2" = "show config" ]; then cat {tmp_path / "config.txt"}; else exit 1; fi\n'
 
 
-def _fakes(tmp_path: Path, nodes: str) -> dict[str, str]:
-    (tmp_path / "nodes.txt").write_text(nodes)
+def _fakes(tmp_path: Path, addrs: dict[str, str] | None = None, node: str | None = "cpu-small-2") -> dict[str, str]:
+    """Fake Slurm clients, the node-names directory (with this instance's file naming `node`, unless None)."""
+    calls = tmp_path / "calls.log"
+    for name, addr in (addrs or ADDRS).items():
+        (tmp_path / f"addr-{name}").write_text(addr + "\n")
     (tmp_path / "config.txt").write_text(
         "LaunchParameters        = (null)\nSlurmdSpoolDir          = /var/spool/slurmd\n"
     )
     scontrol = tmp_path / "scontrol"
-    scontrol.write_text("#!/bin/sh\n" + _answers(tmp_path))
+    scontrol.write_text(f'#!/bin/sh\necho "scontrol $*" >> {calls}\n' + _answers(tmp_path))
+    sinfo = tmp_path / "sinfo"
+    # answers `sinfo -a -h -N -n NODE -o %o` from addr-NODE
+    sinfo.write_text(
+        f'#!/bin/sh\necho "sinfo $*" >> {calls}\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -n ] && node=$2; shift; done\n'
+        f'cat {tmp_path}/addr-"$node" 2>/dev/null\n'
+    )
     slurmd = tmp_path / "slurmd"
     slurmd.write_text('#!/bin/sh\necho "slurmd $*"\n')
-    for path in (scontrol, slurmd):
+    for path in (scontrol, sinfo, slurmd):
         path.chmod(0o755)
+    names = tmp_path / "names"
+    names.mkdir(exist_ok=True)
+    if node is not None:
+        (names / INSTANCE).write_text(node + "\n")
     return {
         "PATH": "/usr/bin:/bin",
         "SLURM_BIN_DIR": str(tmp_path),
         "SLURM_SBIN_DIR": str(tmp_path),
         "SLURM_CONF": "/etc/slurm/slurm.conf",
-        "ELASTIC_SLURM_INSTANCE_ID": "i-0abc",
-        "ELASTIC_SLURM_POLL": "0.1",
+        "ELASTIC_SLURM_INSTANCE_ID": INSTANCE,
+        "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5",
+        "ES_NODE_NAMES_DIR": str(names),
+        "ELASTIC_SLURM_POLL": "0.05",
+        "ELASTIC_SLURM_SLURM_POLL": "0.1",
     }
 
 
@@ -48,36 +66,82 @@ def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BOOTSTRAP)], env=env, capture_output=True, text=True, timeout=30)
 
 
-def test_bootstrap_starts_slurmd_for_the_node_whose_nodeaddr_is_its_ip(tmp_path: Path) -> None:
-    env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5"}
-    result = _run(env)
+def _calls(tmp_path: Path) -> list[str]:
+    path = tmp_path / "calls.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_bootstrap_starts_slurmd_for_the_node_its_instance_file_names(tmp_path: Path) -> None:
+    result = _run(_fakes(tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf"
+    # one question to Slurm, about this node only, and the config read (nss_slurm)
+    assert _calls(tmp_path) == ["sinfo -a -h -N -n cpu-small-2 -o %o", "scontrol show config"]
 
 
-def test_a_stale_address_loses_to_the_node_that_is_powering_up(tmp_path: Path) -> None:
-    env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.4"}
-    assert _run(env).stdout.split()[3] == "cpu-small-3"
+def test_waiting_for_the_node_name_costs_slurm_nothing(tmp_path: Path) -> None:
+    env = _fakes(tmp_path, node=None)
+
+    def name_it_later() -> None:
+        time.sleep(0.6)  # the instance boots before resume has written its file
+        (tmp_path / "names" / INSTANCE).write_text("cpu-small-2\n")
+
+    writer = threading.Thread(target=name_it_later)
+    writer.start()
+    result = _run(env)
+    writer.join()
+    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+    assert [c for c in _calls(tmp_path) if c.startswith("sinfo")] == ["sinfo -a -h -N -n cpu-small-2 -o %o"]
+
+
+def test_it_waits_until_slurm_has_the_nodes_address(tmp_path: Path) -> None:
+    env = _fakes(tmp_path, {**ADDRS, "cpu-small-2": "cpu-small-2"})  # NodeAddr not set yet
+
+    def set_address_later() -> None:
+        time.sleep(0.5)
+        (tmp_path / "addr-cpu-small-2").write_text("127.16.0.5\n")
+
+    setter = threading.Thread(target=set_address_later)
+    setter.start()
+    result = _run(env)
+    setter.join()
+    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+    asked = [c for c in _calls(tmp_path) if c.startswith("sinfo")]
+    assert len(asked) >= 2 and set(asked) == {"sinfo -a -h -N -n cpu-small-2 -o %o"}
 
 
 def test_bootstrap_runs_slurmd_through_the_prefix_command(tmp_path: Path) -> None:
-    env = {
-        **_fakes(tmp_path, NODES),
-        "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5",
-        "ELASTIC_SLURM_SLURMD_PREFIX": "echo via",
-    }
+    env = {**_fakes(tmp_path), "ELASTIC_SLURM_SLURMD_PREFIX": "echo via"}
     assert _run(env).stdout.startswith("via ")
 
 
-def test_bootstrap_gives_up_when_no_node_claims_its_ip_within_the_bound(tmp_path: Path) -> None:
-    env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.9.9", "ELASTIC_SLURM_NODE_WAIT": "1"}
+def test_bootstrap_gives_up_when_no_node_is_named_for_it_within_the_bound(tmp_path: Path) -> None:
+    env = {**_fakes(tmp_path, node=None), "ELASTIC_SLURM_NODE_WAIT": "1"}
     result = _run(env)
-    assert result.returncode == 3
-    assert "NodeAddr=127.16.9.9" in result.stderr and result.stdout == ""
+    assert result.returncode == 3 and result.stdout == ""
+    assert f"no node name for {INSTANCE}" in result.stderr
+    assert _calls(tmp_path) == []
+
+
+def test_bootstrap_gives_up_when_the_nodes_address_is_not_its_ip_within_the_bound(tmp_path: Path) -> None:
+    env = {**_fakes(tmp_path, node="cpu-small-3"), "ELASTIC_SLURM_NODE_WAIT": "1"}  # cpu-small-3 is 127.16.0.4's
+    result = _run(env)
+    assert result.returncode == 3 and result.stdout == ""
+    assert "node cpu-small-3 has no NodeAddr=127.16.0.5" in result.stderr
+
+
+def test_without_a_node_names_directory_or_instance_id_the_boot_fails_at_once(tmp_path: Path) -> None:
+    env = _fakes(tmp_path)
+    no_dir = {k: v for k, v in env.items() if k != "ES_NODE_NAMES_DIR"}
+    result = _run(no_dir)
+    assert result.returncode == 3 and "ES_NODE_NAMES_DIR unset" in result.stderr
+    no_id = {**env, "ELASTIC_SLURM_INSTANCE_ID": "", "ELASTIC_SLURM_NODE_WAIT": "1"}
+    result = _run(no_id)
+    assert result.returncode == 2 and "no instance id" in result.stderr
 
 
 def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: Path) -> None:
-    env = {**_fakes(tmp_path, NODES), "ELASTIC_SLURM_PRIVATE_IP": "127.16.0.5"}
+    env = _fakes(tmp_path)
     del env["SLURM_CONF"]
     (tmp_path / "scontrol").write_text(
         f'#!/bin/sh\ncat "$SLURM_CONF" > {tmp_path / "seen.conf"}\n' + _answers(tmp_path)
@@ -112,7 +176,7 @@ Slurmctld(primary) at 127.16.0.4 is DOWN
 
 
 def _nss_fakes(tmp_path: Path, params: str, libnss: bool = True) -> dict[str, str]:
-    env = _fakes(tmp_path, NODES)
+    env = _fakes(tmp_path)
     (tmp_path / "config.txt").write_text(SHOW_CONFIG.format(params=params, spool=tmp_path / "spool"))
     # the bootstrap reads the output, not scontrol's exit status (that of its closing controller ping)
     (tmp_path / "scontrol").write_text("#!/bin/sh\n" + _answers(tmp_path) + '[ "$1 $2" != "show config" ]\n')
@@ -163,9 +227,7 @@ def test_an_image_without_libnss_slurm_keeps_its_nsswitch_and_says_why(tmp_path:
 
 def test_a_config_slurmctld_does_not_give_fails_the_boot_within_the_bound(tmp_path: Path) -> None:
     env = {**_nss_fakes(tmp_path, "enable_nss_slurm"), "ELASTIC_SLURM_NODE_WAIT": "1"}
-    (tmp_path / "scontrol").write_text(
-        f'#!/bin/sh\n[ "$1 $2" = "show config" ] && exit 1\ncat {tmp_path / "nodes.txt"}\n'
-    )
+    (tmp_path / "scontrol").write_text("#!/bin/sh\nexit 1\n")
     result = _run(env)
     assert result.returncode == 5 and result.stdout == ""
     assert "cannot read the cluster's config from slurmctld" in result.stderr

@@ -72,7 +72,7 @@ def test_small_config_power_save_fragment_is_exact() -> None:
         "SuspendRate=0",
         "TreeWidth=65533",
         "# nodes get NodeAddr/NodeHostname from the plugin (scontrol update), so no cloud_dns",
-        "SlurmctldParameters=idle_on_node_suspend",
+        "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1",
         "# without PrivateData=cloud, powered-down CLOUD nodes are hidden from sinfo and scontrol",
         "PrivateData=cloud",
         "ReturnToService=2",
@@ -211,6 +211,11 @@ def test_local_cloud_paths_reach_conf_manifest_and_prolog_env() -> None:
         "SLURM_BIN_DIR=/usr/bin",
         "SLURM_CONF=/lc/etc/slurm.conf",
         "WAIT_LIMIT=300",
+        "# the early launch: the job's powered-down nodes to a waiting spare resume worker (slurm-resume --early)",
+        "RESUME_PROGRAM=/lc/bin/resume",
+        "SPARES_DIR=/lc/state/spares",
+        "# the controller's boot watch (slurm_plugin/bootwatch.py) wakes the prolog when the job's nodes are up",
+        "BOOTWATCH_DIR=/run/elastic-slurm-bootwatch",
         "PROLOG_LOG=/var/log/elastic-slurm/prolog.log",
     ]
 

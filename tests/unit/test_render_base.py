@@ -50,7 +50,7 @@ def test_small_config_base_is_exact() -> None:
     assert settings == [
         "ClusterName=small",
         "SlurmctldHost=ip-1-2-3-4(127.0.0.4)",
-        "SlurmctldParameters=enable_configless,idle_on_node_suspend",
+        "SlurmctldParameters=enable_configless,idle_on_node_suspend,power_save_interval=1",
         "StateSaveLocation=/shared/slurm/state/small",
         "SlurmUser=slurm",
         "SlurmdUser=root",
@@ -174,7 +174,10 @@ def test_render_without_controller_hosts_writes_no_base(tmp_path: Path) -> None:
     config, cache = _cli_inputs(tmp_path)
     assert main(["render", config, "--cache", cache, "--out", str(tmp_path / "out")]) == 0
     assert not (tmp_path / "out" / "slurm.conf").exists()
-    assert "SlurmctldParameters=idle_on_node_suspend" in (tmp_path / "out" / "slurm-elastic.conf").read_text()
+    assert (
+        "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1"
+        in (tmp_path / "out" / "slurm-elastic.conf").read_text()
+    )
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,6 @@ def test_slurmctld_starts_from_the_production_base(controllers: int, munge_socke
     assert f"SlurmctldHost[0] = {me}(127.0.0.1)" in config_lines
     if controllers == 2:
         assert "SlurmctldHost[1] = ctl-backup(127.0.0.2)" in config_lines
-    assert "SlurmctldParameters = enable_configless,idle_on_node_suspend" in config_lines
+    assert "SlurmctldParameters = enable_configless,idle_on_node_suspend,power_save_interval=1" in config_lines
     assert "ProctrackType = proctrack/cgroup" in config_lines
     assert "TaskPlugin = task/cgroup,task/affinity" in config_lines

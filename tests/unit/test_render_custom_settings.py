@@ -78,7 +78,7 @@ def test_cluster_settings_come_last_and_replace_the_products_lines_in_base_and_f
     assert "EnforcePartLimits=ANY" not in out.fragments["partitions"].splitlines()
     assert list(out.fragments)[-1] == "custom"
     assert out.slurm_conf.splitlines()[-3:] == [
-        "SchedulerParameters=bf_continue,bf_window=4320",
+        "SchedulerParameters=bf_continue,bf_window=4320,batch_sched_delay=0",  # the product's appended
         "SlurmctldDebug=debug",
         "EnforcePartLimits=NO",
     ]
@@ -235,3 +235,24 @@ def test_without_nss_slurm_a_users_launch_parameters_are_written_as_they_are() -
     out, _, _ = rendered(slurm_settings={"launchparameters": "use_interactive_step"})
     assert out.slurm_conf.splitlines()[-1] == "launchparameters=use_interactive_step"
     assert "enable_nss_slurm" not in out.slurm_conf
+
+
+# ---- SchedulerParameters=batch_sched_delay=0 (render/parameter_lists.py), merged into a user's SchedulerParameters
+def test_the_product_schedules_submitted_batch_jobs_at_the_next_pass() -> None:
+    out, base, _ = rendered()
+    sched = [x for x in out.slurm_conf.splitlines() if x.startswith("SchedulerParameters=")]
+    assert sched == ["SchedulerParameters=batch_sched_delay=0"]
+    assert "SchedulerParameters" not in base
+
+
+@pytest.mark.parametrize(
+    ("users", "line"),
+    [
+        ("bf_continue", "SchedulerParameters=bf_continue,batch_sched_delay=0"),
+        ("bf_continue,batch_sched_delay=3", "SchedulerParameters=bf_continue,batch_sched_delay=3"),  # the user's wins
+    ],
+)
+def test_a_users_scheduler_parameters_keep_or_override_batch_sched_delay(users: str, line: str) -> None:
+    out, _, _ = rendered(slurm_settings={"SchedulerParameters": users})
+    sched = [x for x in out.slurm_conf.splitlines() if x.lower().startswith("schedulerparameters=")]
+    assert sched == [line]

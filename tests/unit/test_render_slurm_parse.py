@@ -93,8 +93,11 @@ def test_slurmctld_accepts_rendered_example(path: Path, tmp_path: Path, munge_so
     (tmp_path / "elastic.conf").write_text(rendered.slurm_conf)
     if rendered.gres_conf:
         (tmp_path / "gres.conf").write_text(rendered.gres_conf)
+    if rendered.topology_conf:  # beside slurm.conf, where topology/tree reads it
+        (tmp_path / "topology.conf").write_text(rendered.topology_conf)
     (tmp_path / "slurm.conf").write_text(_base_conf(tmp_path, tmp_path / "elastic.conf", munge_socket))
     log = _slurmctld_accepts(tmp_path, munge_socket)
     assert READY in log, log[-2000:]
     assert "fatal" not in log
+    assert "switches lack access" not in log and "no switch can reach all nodes" not in log  # every node in one tree
     assert f"preparing for {len(cluster.partitions)} partitions" in log

@@ -1,0 +1,72 @@
+"""Speed-ups of moto's EC2 emulation that change no answer, installed in the emulated AWS server process.
+
+Two lookups by id walk everything the region holds, which made the emulator quadratic in its instance count
+(measured with 10,000 instances for bench/scale_10k.py, see bench/README.md):
+
+- one resource's tags (`TaggedEC2Resource.get_tags`) go through `describe_tags`, which matches every tag of every
+  resource against a regular expression. DescribeInstances calls it for each instance it filters by tag and for each
+  instance it answers (the `tagSet`): a 2500-instance answer took 13 s with 2500 instances in the region and over
+  60 s with 10,000. `indexed_tags` reads moto's own tag store (`TagBackend.tags`, id -> {key: value}) instead; the
+  records keep `describe_tags`' shape and order. The DescribeTags API itself is unchanged.
+- one instance by id (`InstanceBackend.get_instance`, which RunInstances calls for every instance it creates, to
+  attach its root volume, and TerminateInstances for every instance it ends) scans every instance. `indexed_instance`
+  keeps an id -> instance index, filled from the reservations as they grow (moto never removes an instance from a
+  reservation, nor a reservation), and raises moto's own error for an unknown id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_INSTALLED = "_elastic_slurm_indexed"
+_INDEX = "_elastic_slurm_instance_index"  # on an EC2 backend: instance id -> instance
+_INDEXED_UPTO = "_elastic_slurm_indexed_upto"  # on an EC2 backend: reservation id -> instances indexed
+
+
+def indexed_tags(resource: Any) -> list[dict[str, str]]:
+    """The tags of one moto EC2 resource, as `describe_tags(filters={"resource-id": [id]})` lists them."""
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    resource_id = getattr(resource, "id", None)
+    if not resource_id:
+        return []
+    store: dict[str, dict[str, str]] = resource.ec2_backend.tags
+    own = dict(store.get(resource_id, {}))  # `get`: the store is a defaultdict; a read must not add an entry
+    kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+    return [
+        {"resource_id": resource_id, "key": key, "value": value, "resource_type": kind} for key, value in own.items()
+    ]
+
+
+def indexed_instance(backend: Any, instance_id: str) -> Any:
+    """The instance with `instance_id` (moto's InvalidInstanceIdError when there is none), as `get_instance` finds it.
+
+    The index lives on the backend with, per reservation, how many of its instances are indexed; a miss indexes what
+    was added since, newest reservation first (a new instance is in the newest), before giving up."""
+    from moto.ec2.exceptions import InvalidInstanceIdError
+
+    index: dict[str, Any] = backend.__dict__.setdefault(_INDEX, {})
+    found = index.get(instance_id)
+    if found is not None:
+        return found
+    done: dict[str, int] = backend.__dict__.setdefault(_INDEXED_UPTO, {})
+    for reservation in reversed(list(backend.reservations.values())):
+        members = list(reservation.instances)
+        for instance in members[done.get(reservation.id, 0) :]:
+            index[instance.id] = instance
+        done[reservation.id] = len(members)
+        if instance_id in index:
+            return index[instance_id]
+    raise InvalidInstanceIdError(instance_id)
+
+
+def install() -> None:
+    """Make moto read a resource's tags and an instance by id (idempotent)."""
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.models.instances import InstanceBackend
+
+    if getattr(TaggedEC2Resource, _INSTALLED, False):
+        return
+    TaggedEC2Resource.get_tags = indexed_tags  # type: ignore[method-assign,assignment]
+    InstanceBackend.get_instance = indexed_instance  # type: ignore[method-assign,assignment]
+    setattr(TaggedEC2Resource, _INSTALLED, True)

@@ -1,0 +1,148 @@
+"""Spare workers: a resume worker already started, its imports done and its EC2 clients made, waiting for a request.
+
+A fresh worker spends ~0.5-1 s before its first EC2 call (interpreter, boto3, pydantic, clients): a second of every
+cold start. So ResumeProgram's foreground hands its request to a waiting spare when there is one and starts the next
+spare; with none it starts the worker itself, as before, and a spare for next time. Each spare serves one request and
+then exits, so no state carries from one request to the next.
+
+The protocol, all in `<state_dir>/spares/` (only SlurmUser writes there):
+- a spare makes the FIFO `<pid>.fifo`, opens it read-write (a writer never blocks on it, and it never reads EOF) and
+  waits up to IDLE_SECONDS for one line: the request directory;
+- the foreground claims a spare by renaming its FIFO to `<pid>.claimed` (one rename wins), then writes the line
+  (shorter than PIPE_BUF: one atomic write). A FIFO whose spare died has no reader: the open fails (ENXIO), the FIFO is
+  removed and the next one tried;
+- an idle spare withdraws by renaming its FIFO to `<pid>.idle`; if that rename fails it was just claimed, and it
+  serves the request. It then re-executes itself (fresh code after an upgrade), unless the manifest is gone.
+
+This module's foreground half imports only the standard library's light modules (the ResumeProgram budget, see
+background.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Callable
+
+IDLE_SECONDS = 900.0
+SPARES = "spares"
+
+
+def spares_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, SPARES)
+
+
+def hand_to_spare(directory: str, request_dir: str) -> int | None:
+    """Give `request_dir` to a waiting spare in `directory`; its pid, or None when no spare took it."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".fifo"))
+    except FileNotFoundError:
+        return None
+    for name in names:
+        fifo = os.path.join(directory, name)
+        claimed = fifo[: -len(".fifo")] + ".claimed"
+        try:
+            os.rename(fifo, claimed)
+        except FileNotFoundError:
+            continue  # another foreground claimed it, or it withdrew
+        try:
+            fd = os.open(claimed, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENOENT):  # its spare is gone
+                _remove(claimed)
+                continue
+            raise
+        try:
+            os.write(fd, (request_dir + "\n").encode())
+        finally:
+            os.close(fd)
+        return int(name[: -len(".fifo")])
+    return None
+
+
+def waiting(directory: str) -> int:
+    """How many spares wait in `directory`: unclaimed FIFOs with a reader. A FIFO whose spare is gone (killed with
+    slurmctld's cgroup, or before a reboot: the state dir persists) has none; it is removed and not counted."""
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(".fifo")]
+    except FileNotFoundError:
+        return 0
+    alive = 0
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # opening writes nothing: the spare sees nothing
+            alive += 1
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                _remove(path)
+    return alive
+
+
+def spawn(module: str, manifest_path: str, log_path: str) -> int:
+    """Start a detached spare of `module` (`python -m module --spare MANIFEST`); its pid."""
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "--spare", manifest_path],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return process.pid
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _read_line(fd: int, timeout: float) -> str | None:
+    """One line from the FIFO within `timeout` seconds; None on timeout."""
+    data = b""
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    return data.decode().strip()
+
+
+def serve(directory: str, handle: Callable[[str], int], still_wanted: Callable[[], bool]) -> int:
+    """The spare's life: wait for one request and `handle` it (exit code), or withdraw after IDLE_SECONDS and re-exec
+    itself while `still_wanted()`; 0 when it withdrew for good."""
+    os.makedirs(directory, exist_ok=True)
+    pid = os.getpid()
+    fifo = os.path.join(directory, f"{pid}.fifo")
+    claimed = os.path.join(directory, f"{pid}.claimed")
+    idle = os.path.join(directory, f"{pid}.idle")
+    new = os.path.join(directory, f"{pid}.new")
+    _remove(new)
+    os.mkfifo(new, 0o600)
+    fd = os.open(new, os.O_RDWR)  # open before it is visible: no foreground can claim a FIFO nobody reads yet
+    os.replace(new, fifo)  # the inode stays open through the renames
+    try:
+        line = _read_line(fd, IDLE_SECONDS)
+        if line is None:
+            try:
+                os.rename(fifo, idle)
+            except FileNotFoundError:
+                line = _read_line(fd, 10.0)  # claimed at the last moment: its line is on the way
+        if line is None:
+            _remove(idle)
+            os.close(fd)
+            if still_wanted():
+                os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+            return 0
+    finally:
+        _remove(claimed)
+    os.close(fd)
+    return handle(line)

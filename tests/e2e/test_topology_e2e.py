@@ -1,0 +1,128 @@
+"""Topology-aware scheduling end to end in the session's local cloud (local-demo.yaml: pool `small` has
+`network_topology`): real slurmctld/slurmd 24.11 with topology/tree, the emulated EC2 answering DescribeInstanceTopology
+(one bottom network node per launch: localcloud/instance_topology.py), and the cluster manager run as its real CLI.
+
+Two launches place four nodes on two network nodes, interleaved by index (n1, n3 | n2, n4). A held 2-node job that
+can only use those four is released once all four are idle: Slurm's default (no topology) gives it the two lowest
+nodes, n1 + n2, on two network nodes; with the manager's tree it gets one launch's pair, on one network node.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.ops import LIVE
+from slurm_plugin.hostlists import compress, expand
+from slurm_plugin.manager.metrics import METRICS_FILE
+from slurm_plugin.manifest import load_manifest
+from tests.e2e.conftest import cold_nodes
+
+pytestmark = pytest.mark.e2e
+
+POOL_SWITCH = "cpu-small"  # the pool's switch in topology.conf: its nodes with no known place
+SLEEP = "sleep 600"
+
+
+def manager_cycle(cloud: LocalCloud) -> None:
+    """One cycle of the cluster manager's real CLI on the controller, as its systemd unit runs it (user slurm)."""
+    cmd = ["/opt/elastic-slurm/bin/slurm-clustermgr", "--once", "--manifest", str(cloud.layout.manifest),
+           "--orphan-grace", "900"]  # fmt: skip
+    role = cloud.principals().controller.env()  # the controller role, as its instance profile
+    done = cloud.on_controller(cmd, user="slurm", env={**role, "AWS_DEFAULT_REGION": "us-east-1"})
+    log = cloud.layout.log / "clustermgr.log"
+    tail = "\n".join(log.read_text().splitlines()[-20:]) if log.exists() else ""
+    assert done.returncode == 0, f"manager cycle failed ({done.returncode}): {done.stderr}\n{tail}"
+
+
+def topology_updates(cloud: LocalCloud) -> int:
+    """The manager's `topology_updates` counter (0 before its first cycle)."""
+    path = Path(load_manifest(cloud.layout.manifest).state_dir) / METRICS_FILE
+    return int(json.loads(path.read_text())["counters"].get("topology_updates", 0)) if path.exists() else 0
+
+
+def slurm_leaves(cloud: LocalCloud) -> dict[str, list[str]]:
+    """Leaf switch -> nodes, as slurmctld holds the tree (`scontrol show topology`); {} while it reconfigures."""
+    out = cloud.slurm("scontrol", "show", "topology", check=False)
+    leaves = {}
+    for line in out.splitlines():
+        match = re.search(r"SwitchName=(\S+) Level=0 .*Nodes=(\S+)", line)
+        if match:
+            leaves[match[1]] = expand(match[2])
+    return leaves
+
+
+def leaf_of(leaves: dict[str, list[str]], node: str) -> str:
+    return next((name for name, members in leaves.items() if node in members), "")
+
+
+def running_on(cloud: LocalCloud, job: str, nodes: list[str]) -> bool:
+    return cloud.queue().get(job) == "RUNNING" and all(cloud.nodes().get(n) in ("alloc", "mix") for n in nodes)
+
+
+def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> None:
+    conf = cloud.layout.etc / "topology.conf"
+    assert f"SwitchName={POOL_SWITCH} Nodes=" in conf.read_text()  # render's tree, read by slurmctld at boot
+    n1, n2, n3, n4 = cold_nodes(cloud, 4)
+    four = [n1, n2, n3, n4]
+    pair_a, pair_b = [n1, n3], [n2, n4]
+    others = [n for n in cloud.nodes() if n.startswith("cpu-") and n not in four]  # partition cpu: small + big
+    # two launches, one after the other: one bottom network node each
+    job_a = cloud.sbatch("-p", "cpu", "-N", "2", "-w", ",".join(pair_a), wrap=SLEEP)
+    cloud.wait_until(lambda: running_on(cloud, job_a, pair_a), 120, f"job {job_a} running on {pair_a}")
+    job_b = cloud.sbatch("-p", "cpu", "-N", "2", "-w", ",".join(pair_b), wrap=SLEEP)
+    cloud.wait_until(lambda: running_on(cloud, job_b, pair_b), 120, f"job {job_b} running on {pair_b}")
+    launched = {cloud.instance_of_node(n).instance_id for n in four}
+    job_c = ""
+    try:
+        cloud.slurm("scontrol", "update", f"SuspendExcNodes+={compress(four)}")  # kept up while job C waits
+        aws = cloud.aws()
+        aws.reset_call_counts()
+        before = topology_updates(cloud)
+        manager_cycle(cloud)
+        asked = aws.call_counts().get("ec2:DescribeInstanceTopology", 0)
+        assert 1 <= asked <= 2  # the new instances, 100 ids a call, in the one or two regions they run in
+        assert topology_updates(cloud) == before + 1  # one rewrite, one reconfigure
+        # slurmctld reconfigured with the tree: each launch's pair under its own bottom network node
+        cloud.wait_until(lambda: bool(leaf_of(slurm_leaves(cloud), n1).startswith("nn-")), 60, "the placed tree")
+        leaves = slurm_leaves(cloud)
+        assert leaf_of(leaves, n1) == leaf_of(leaves, n3) != leaf_of(leaves, n2) == leaf_of(leaves, n4)
+        assert leaf_of(leaves, n2).startswith("nn-")
+        # nothing changed: the next cycle asks EC2 nothing and leaves slurmctld alone
+        aws.reset_call_counts()
+        manager_cycle(cloud)
+        assert aws.call_counts().get("ec2:DescribeInstanceTopology", 0) == 0
+        assert topology_updates(cloud) == before + 1
+        # a 2-node job that may use only the four, decided once all four are idle
+        job_c = cloud.sbatch("-H", "-p", "cpu", "-N", "2", "-x", compress(others), wrap="hostname")
+        cloud.slurm("scancel", job_a, job_b)
+        cloud.wait_until(lambda: all(cloud.nodes().get(n) == "idle" for n in four), 60, f"{compress(four)} idle")
+        cloud.slurm("scontrol", "release", job_c)
+        (record,) = cloud.wait_jobs_done([job_c], 120)
+        assert record.state == "COMPLETED", record
+        assert sorted(expand(record.nodes)) in (sorted(pair_a), sorted(pair_b)), (record.nodes, leaves)
+    finally:
+        for job in (job_a, job_b, job_c):
+            if job:
+                cloud.slurm("scancel", job, check=False)
+        cloud.slurm("scontrol", "update", f"SuspendExcNodes-={compress(four)}", check=False)
+    # the instances go: the next cycle puts the nodes back under their pool's switch, without asking EC2
+    cloud.wait_until(
+        lambda: (
+            all(cloud.nodes().get(n, "").endswith("~") for n in four)
+            and not launched & {i.instance_id for i in cloud.instances(LIVE)}
+        ),
+        120,
+        f"{compress(four)} powered down and their instances gone",
+    )
+    aws = cloud.aws()
+    aws.reset_call_counts()
+    manager_cycle(cloud)
+    assert aws.call_counts().get("ec2:DescribeInstanceTopology", 0) == 0
+    cloud.wait_until(lambda: leaf_of(slurm_leaves(cloud), n1) == POOL_SWITCH, 60, f"{n1} back under {POOL_SWITCH}")
+    leaves = slurm_leaves(cloud)
+    assert {leaf_of(leaves, n) for n in four} == {POOL_SWITCH}

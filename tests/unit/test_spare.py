@@ -1,0 +1,97 @@
+"""slurm_plugin/powersave/spare.py: the hand-off of a resume request to a waiting spare worker, with real processes
+and FIFOs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from slurm_plugin.powersave import spare
+
+SPARE = """
+import sys
+from pathlib import Path
+from slurm_plugin.powersave import spare
+spare.IDLE_SECONDS = float(sys.argv[3])
+def handle(line):
+    Path(sys.argv[2]).write_text(line)
+    return 7
+sys.exit(spare.serve(sys.argv[1], handle, lambda: False))
+"""
+
+
+def _start(tmp_path: Path, idle: float = 30.0) -> subprocess.Popen[bytes]:
+    waiting_room = tmp_path / "spares"
+    proc = subprocess.Popen([sys.executable, "-c", SPARE, str(waiting_room), str(tmp_path / "got"), str(idle)])
+    deadline = time.time() + 20
+    while spare.waiting(str(waiting_room)) == 0:
+        assert time.time() < deadline and proc.poll() is None, "the spare never started waiting"
+        time.sleep(0.02)
+    return proc
+
+
+def test_a_waiting_spare_takes_the_request_serves_it_once_and_leaves_nothing(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    waiting_room = str(tmp_path / "spares")
+    assert spare.hand_to_spare(waiting_room, "/state/requests/r1") == proc.pid
+    assert proc.wait(timeout=20) == 7  # the handler's exit code
+    assert (tmp_path / "got").read_text() == "/state/requests/r1"
+    assert os.listdir(waiting_room) == []
+    assert spare.hand_to_spare(waiting_room, "/state/requests/r2") is None  # served one request only
+
+
+def test_without_a_spare_nobody_takes_it(tmp_path: Path) -> None:
+    assert spare.hand_to_spare(str(tmp_path / "missing"), "/x") is None
+    (tmp_path / "empty").mkdir()
+    assert spare.hand_to_spare(str(tmp_path / "empty"), "/x") is None
+
+
+def test_the_fifo_of_a_dead_spare_is_removed_and_skipped(tmp_path: Path) -> None:
+    waiting_room = tmp_path / "spares"
+    waiting_room.mkdir()
+    os.mkfifo(waiting_room / "999999.fifo")  # nobody reads it
+    assert spare.hand_to_spare(str(waiting_room), "/x") is None
+    assert os.listdir(waiting_room) == []
+
+
+def test_an_idle_spare_withdraws_and_cannot_be_claimed_after(tmp_path: Path) -> None:
+    proc = _start(tmp_path, idle=0.5)
+    assert proc.wait(timeout=20) == 0  # withdrew; not wanted again (still_wanted is False)
+    assert os.listdir(tmp_path / "spares") == []
+    assert not (tmp_path / "got").exists()
+    assert spare.hand_to_spare(str(tmp_path / "spares"), "/x") is None
+
+
+def test_foregrounds_claiming_at_once_never_give_one_spare_two_requests(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    waiting_room = str(tmp_path / "spares")
+    start = threading.Barrier(8)
+    taken: dict[str, int | None] = {}
+
+    def claim(request: str) -> None:
+        start.wait()
+        taken[request] = spare.hand_to_spare(waiting_room, request)
+
+    threads = [threading.Thread(target=claim, args=(f"/r/{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [request for request, pid in taken.items() if pid is not None]
+    assert len(winners) == 1 and taken[winners[0]] == proc.pid
+    proc.wait(timeout=20)
+    assert (tmp_path / "got").read_text() == winners[0]
+
+
+def test_a_dead_spares_fifo_is_not_counted_as_waiting_and_is_removed(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    waiting_room = str(tmp_path / "spares")
+    assert spare.waiting(waiting_room) == 1
+    proc.kill()  # e.g. slurmctld's cgroup killed, or a reboot: its FIFO stays in the state dir
+    proc.wait(timeout=20)
+    assert spare.waiting(waiting_room) == 0
+    assert os.listdir(waiting_room) == []
