@@ -10,8 +10,8 @@ while it waits) and waits for `<dir>/up/<job id>` (a file test, no process start
 Each waited node is looked at on its own schedule: at once, then every twentieth of the time it has been waited for,
 between MIN_GAP and MAX_GAP seconds (a 2 s boot is seen within ~0.15 s, a 60 s EC2 boot within 1 s, at ~100 looks
 instead of 600). A round with at most SINGLE_LIMIT nodes due asks about each (`sinfo -n NODE`: the partition table and
-that one node), a bigger round reads the whole node table once. Wait files not rewritten for STALE_SECONDS (a prolog
-that slurmctld killed, e.g. on scancel) are removed with their up files. The heartbeat `<dir>/heartbeat` is touched at
+that one node), a bigger round reads the whole node table once (at most every WIDE_GAP seconds). Wait files not
+rewritten for STALE_SECONDS (a prolog that slurmctld killed, e.g. on scancel) are removed with their up files. The heartbeat `<dir>/heartbeat` is touched at
 the start of every round: a prolog that sees it go silent asks Slurm itself.
 
     python -m slurm_plugin.bootwatch --manifest /etc/elastic-slurm/manifest.json --dir /run/elastic-slurm-bootwatch
@@ -33,6 +33,7 @@ from pathlib import Path
 INTERVAL = 0.1  # between rounds
 MIN_GAP, MAX_GAP = 0.1, 1.0  # between two looks at one waited node: a twentieth of its wait so far, within these
 SINGLE_LIMIT = 8  # up to this many nodes due in a round: one single-node question each; above: the whole table once
+WIDE_GAP = 0.5  # at least this long between two whole-table reads
 STALE_SECONDS = 30.0  # a wait file not rewritten for this long belongs to a prolog that is gone
 DEFAULT_DIR = "/run/elastic-slurm-bootwatch"
 BOOTING = ("powered_down", "powering_up")
@@ -135,6 +136,7 @@ class Watch:
     schedule: Schedule = field(default_factory=Schedule)
     states: dict[str, str] = field(default_factory=dict)
     jobs: set[str] = field(default_factory=set)  # the waiting jobs of the last round
+    last_wide: float = float("-inf")  # when the whole table was last read
 
     def one_round(self, directory: Path, query: Query, now: float, wall: float) -> tuple[list[str], int]:
         """Look once (`now`: monotonic, `wall`: epoch seconds): touch the heartbeat, ask about the waited nodes that
@@ -155,6 +157,11 @@ class Watch:
                 self.schedule.next_look[node] = now
         self.jobs = set(pending)
         due = self.schedule.due(wanted, now)
+        if len(due) > SINGLE_LIMIT:
+            if now - self.last_wide < WIDE_GAP:
+                due = []  # the whole table was read a moment ago: they stay due for a later round
+            else:
+                self.last_wide = now
         if due:
             asked = sorted(wanted) if len(due) > SINGLE_LIMIT else due  # the whole table answers for every node
             answer = query(asked)

@@ -96,7 +96,7 @@ def _instance_keys(cloud: LocalCloud) -> dict[str, str]:
     ("sid", "step"),
     [
         ("ReadClusterConfig", "aws s3 cp"),
-        ("ReadClusterParameters", "aws ssm get-parameter"),
+        ("ReadClusterParameters", "slurm_plugin.boot_fetch"),  # the munge key and the boot parameters, one process
     ],
 )
 def test_a_controller_role_without_a_statement_its_boot_needs_fails_the_boot_at_that_step(sid: str, step: str) -> None:

@@ -85,6 +85,18 @@ def test_many_due_nodes_are_read_with_one_whole_table_question(tmp_path: Path) -
     assert slurm.asked == [sorted(nodes)]  # one query for all (sinfo_query makes it one whole-table call)
 
 
+def test_whole_table_reads_are_at_least_wide_gap_apart(tmp_path: Path) -> None:
+    nodes = [f"n{i}" for i in range(bootwatch.SINGLE_LIMIT + 1)]
+    directory = _dir(tmp_path, {"9": "\n".join(nodes)})
+    slurm = FakeSlurm(dict.fromkeys(nodes, "idle+cloud+powered_down"))
+    watch = bootwatch.Watch()
+    t = 1.0
+    while t < 3.0:  # 2 s of rounds every INTERVAL, every node due at each (they boot for a long time)
+        watch.one_round(directory, slurm, t, time.time())
+        t = round(t + bootwatch.INTERVAL, 3)
+    assert 1 <= len(slurm.asked) <= 2.0 / bootwatch.WIDE_GAP + 1
+
+
 def test_a_stale_wait_file_and_its_up_file_are_removed_and_not_watched(tmp_path: Path) -> None:
     directory = _dir(tmp_path, {"7": "a\n", "8": "b\n"})
     (directory / "up").mkdir()

@@ -22,10 +22,20 @@ FAKES = {
     "pgrep": 'exit "${FAKE_PGREP_RC:-0}"',
     "all_reduce_perf": 'cat "$FAKE_NCCL_OUT"',
     "stream": 'cat "$FAKE_STREAM_OUT"',
-    "scontrol": 'if [ "$1" = "--oneliner" ]; then echo "$FAKE_SCONTROL_SHOW"; else echo "$*" >> "$FAKE_SCONTROL_LOG"; fi',
+    "scontrol": 'echo "$*" >> "$FAKE_SCONTROL_LOG"',
+    # `sinfo -n NODE -O StateComplete|,Gres|,Reason|`: this node only (one line per partition; the first is read)
+    "sinfo": 'echo "$*" >> "$FAKE_SINFO_LOG"; echo "$FAKE_SINFO_SHOW"; echo "$FAKE_SINFO_SHOW"',
 }
 Runner = Callable[..., "Result"]
 GPU_NODE = "NodeName=gpu-p4d-1 Arch=x86_64 Gres=gpu:a100:8 NodeAddr=127.0.0.5 State=IDLE+CLOUD Weight=1"
+
+
+def sinfo_line(show: str) -> str:
+    """What `sinfo -O StateComplete:120|,Gres:200|,Reason:400|` prints for a node `scontrol -o show node` shows as
+    `show` (fields padded to their widths; sinfo writes state flags in lower case and `none` for no reason)."""
+    fields = dict(t.partition("=")[::2] for t in show.partition(" Reason=")[0].split() if "=" in t)
+    reason = show.partition(" Reason=")[2] or "none"
+    return f"{fields.get('State', '').lower():<120}|{fields.get('Gres', '(null)'):<200}|{reason:<400}|"
 
 
 @dataclass
@@ -58,7 +68,8 @@ def run_check(tmp_path: Path) -> Runner:
             "FAKE_NVSMI_RC": str(rc),
             "FAKE_DMESG": str(FIXTURES / dmesg) if dmesg else "",
             "FAKE_PGREP_RC": str(pgrep_rc),
-            "FAKE_SCONTROL_SHOW": show,
+            "FAKE_SINFO_SHOW": sinfo_line(show),
+            "FAKE_SINFO_LOG": str(tmp_path / "sinfo.log"),
             "FAKE_SCONTROL_LOG": str(log),
             "FAKE_NCCL_OUT": str(FIXTURES / nccl),
             "FAKE_STREAM_OUT": str(FIXTURES / stream),
@@ -183,3 +194,11 @@ def test_long_check_without_thresholds_is_skipped(run_check: Runner) -> None:
 def test_runs_with_the_bare_environment_slurmd_gives_it(run_check: Runner) -> None:
     result = run_check(BASE, nvsmi="failing-p4d-7of8.csv", like_slurmd=True)
     assert result.code == 1 and "(Health:gpu) 7 of 8 GPUs visible" in result.scontrol[0]
+
+
+def test_it_asks_slurm_about_its_own_node_only(run_check: Runner, tmp_path: Path) -> None:
+    result = run_check(BASE)
+    assert result.code == 0, result.out
+    asked = (tmp_path / "sinfo.log").read_text().splitlines()
+    assert asked and all(" -n gpu-p4d-1 " in f" {line} " for line in asked)  # never the whole node table
+    assert not any(line.startswith("show") for line in result.scontrol)
