@@ -44,7 +44,7 @@ from localcloud import (
     slurm_root,
 )
 from localcloud.aws_setup import create_infra, plan_networks
-from localcloud.emulated_aws import EmulatedAws, free_port
+from localcloud.emulated_aws import DAEMON_PORTS_FROM, EmulatedAws, free_port
 from localcloud.iam import Credentials
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.login_nodes import create_login_groups
@@ -137,8 +137,9 @@ class CloudInfo:
 
 def _port_block(size: int) -> int:
     """A base port such that base..base+size-1 are all free on 127.0.0.1."""
-    # below the kernel's ephemeral range (32768+ by default): an outgoing connection never takes a slurmd's port
-    low, _high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    # below the kernel's ephemeral range (32768+ by default): an outgoing connection never takes a slurmd's port;
+    # and below free_port's range (the daemons' ports), so a daemon never takes one either
+    low = min(int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]), DAEMON_PORTS_FROM)
     for _ in range(50):
         base = 10000 + secrets.randbelow(max(1, low - 10000 - size))
         try:

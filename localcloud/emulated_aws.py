@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -35,9 +36,22 @@ DUMMY_CREDENTIALS = {
 }
 
 
+DAEMON_PORTS_FROM = 25000  # free_port's range starts here (below: the slurmd port blocks of localcloud.cloud)
+
+
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
+    """A currently free TCP port on 127.0.0.1, below the kernel's ephemeral range: between this pick and the daemon's
+    bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = DAEMON_PORTS_FROM + secrets.randbelow(max(1, ephemeral - DAEMON_PORTS_FROM))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no free port below the ephemeral range: any free port
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 

@@ -152,14 +152,14 @@ def spawn_worker(
             spare.spawn(module, str(request["manifest"]), log_path)
         if taken is not None:
             return taken
+    return start_detached([sys.executable, "-m", module, "--worker", directory], log_path)
+
+
+def start_detached(argv: list[str], log_path: str) -> int:
+    """Start `argv` in a session of its own, its output appended to `log_path`, nothing on stdin; its pid."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", module, "--worker", directory],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
         )
     return process.pid
 

@@ -24,7 +24,6 @@ import contextlib
 import errno
 import os
 import select
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -85,16 +84,9 @@ def waiting(directory: str) -> int:
 
 def spawn(module: str, manifest_path: str, log_path: str) -> int:
     """Start a detached spare of `module` (`python -m module --spare MANIFEST`); its pid."""
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module, "--spare", manifest_path],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-        )
-    return process.pid
+    from slurm_plugin.powersave.background import start_detached
+
+    return start_detached([sys.executable, "-m", module, "--spare", manifest_path], log_path)
 
 
 def _remove(path: str) -> None:
