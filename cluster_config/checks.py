@@ -15,6 +15,8 @@ from cluster_config import slurm_release
 from cluster_config.allocation_checks import allocation_problems
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool, PurchaseOption
 from cluster_config.model_site import MAX_ENCODED_ACTIONS, CustomActions
+from cluster_config.onprem_checks import onprem_problems
+from cluster_config.rest_api_checks import rest_api_accounting_problems, rest_api_problems
 from cluster_config.topology_checks import topology_problems
 
 # A node name is a DNS label: at most 63 characters.
@@ -93,6 +95,8 @@ def check(config: ElasticSlurmConfig) -> list[ConfigError]:
     errors += _check_accounting(config)
     errors += _check_licenses(config)
     errors += _check_federation(config)
+    errors += (ConfigError(where, message) for where, message in rest_api_accounting_problems(config))
+    errors += (ConfigError(where, message) for where, message in onprem_problems(config))
     return errors
 
 
@@ -120,6 +124,7 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     yield from _check_storage(cluster, path)
     yield from _check_images(cluster, path)
     yield from (ConfigError(where, message) for where, message in topology_problems(cluster, path))
+    yield from (ConfigError(where, message) for where, message in rest_api_problems(cluster, path))
     regions = [r.region for r in cluster.remote_regions]
     for ri, region in enumerate(regions):
         if region == cluster.region or ri in _repeats(regions):
@@ -358,10 +363,21 @@ def _check_accounting(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
             yield ConfigError(f"accounting.{key}", f"{key} is only used with mode 'existing' (mode is '{acct.mode}')")
     if acct.host_cluster is not None and acct.host_cluster not in {c.name for c in config.clusters}:
         yield ConfigError("accounting.host_cluster", f"unknown cluster '{acct.host_cluster}'")
+        return
+    # slurmdbd checks every slurmctld's munge credential with its host's key, over the network: only federation
+    # members share that key and get peered VPCs (stacks/federation.py)
+    members = set(config.federation.clusters) if config.federation else set()
+    apart = [c.name for c in config.clusters if c.name not in members]
+    if acct.mode != "none" and len(config.clusters) > 1 and apart:
+        yield ConfigError(
+            "federation.clusters" if config.federation else "accounting",
+            f"cluster(s) {', '.join(apart)} would share slurmdbd (on '{config.accounting_host}') without its munge "
+            "key or a network route to it: list every cluster in `federation.clusters`, or give each its own file",
+        )
 
 
 def _check_licenses(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
-    names = {c.name for c in config.clusters}
+    names = set(config.slurm_cluster_names())  # an on-prem cluster may have a share too
     if config.licenses and config.accounting.mode == "none":
         yield ConfigError("licenses", "remote licenses need accounting (mode 'create' or 'existing')")
     lic_names = [lic.name for lic in config.licenses]
@@ -389,8 +405,13 @@ def _check_federation(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
         return
     names = {c.name for c in config.clusters}
     members = list(fed.clusters)
+    onprem = {o.name for o in config.onprem_clusters}
     for i, member in enumerate(members):
-        if member not in names:
+        if member in onprem:
+            yield ConfigError(
+                f"federation.clusters[{i}]", f"'{member}' is on-prem: it bursts with `sbatch -M` (burst_to)"
+            )
+        elif member not in names:
             yield ConfigError(f"federation.clusters[{i}]", f"unknown cluster '{member}'")
     for index in _repeats(members):
         yield ConfigError(f"federation.clusters[{index}]", f"cluster '{members[index]}' is listed twice")

@@ -158,7 +158,7 @@ def _diff_list(old: list[Any], new: list[Any], path: Path) -> Iterator[Change]:
 
 def _effective(config: ElasticSlurmConfig) -> ElasticSlurmConfig:
     """The config with `accounting.host_cluster` resolved (stacks/app_builder.py host_cluster)."""
-    host = config.accounting.host_cluster or config.clusters[0].name
+    host = config.accounting_host
     return config.model_copy(update={"accounting": config.accounting.model_copy(update={"host_cluster": host})})
 
 

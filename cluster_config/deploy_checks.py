@@ -18,6 +18,16 @@ from cluster_config.model import ElasticSlurmConfig, ExistingNetwork, NewNetwork
 Network = NewNetwork | ExistingNetwork
 
 
+def munge_owner(config: ElasticSlurmConfig) -> str | None:
+    """The federation member whose munge key every member uses: the accounting host when it is a member, else the
+    first member; None without a federation."""
+    fed = config.federation
+    if fed is None:
+        return None
+    host = config.accounting_host
+    return host if host in fed.clusters else fed.clusters[0]
+
+
 def deploy_checks(config: ElasticSlurmConfig) -> list[ConfigError]:
     """Every problem synth or deploy would hit for `config` (empty when none)."""
     return [*_open_ingress(config), *_federation_networks(config), *_aws_names(config), *_lustre_throughput(config)]

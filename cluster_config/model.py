@@ -9,7 +9,6 @@ reservations, extra IAM policies; `model_accounting`: slurmdbd and its database)
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
@@ -28,6 +27,7 @@ from cluster_config.model_base import (
     SECURITY_GROUP_PATTERN,
     PurchaseOption,
     StrictModel,
+    cidrs,
 )
 from cluster_config.model_budget import Budget
 from cluster_config.model_infra import (
@@ -43,6 +43,8 @@ from cluster_config.model_infra import (
     RemoteRegion,
     Storage,
 )
+from cluster_config.model_onprem import OnpremCluster
+from cluster_config.model_rest_api import RestApi
 from cluster_config.model_site import CapacityReservation, CustomAction, CustomActions, IamPolicies
 from cluster_config.slurm_settings import (
     CGROUP_OWNED,
@@ -84,6 +86,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
     "NewNetwork",
     "PurchaseOption",
     "RemoteRegion",
+    "RestApi",
     "Storage",
     "StrictModel",
 ]
@@ -321,6 +324,9 @@ class Cluster(StrictModel):
         default=None, description="A monthly AWS Budgets cost budget with email and alerts-topic alerts (docs/cost.md)."
     )
     nss_slurm: bool = Field(default=False, description=model_site.NSS_SLURM_DESCRIPTION)
+    rest_api: RestApi = Field(
+        default_factory=RestApi, description="slurmrestd (JWT) and the web page on the controllers (docs/rest-api.md)."
+    )
     slurm_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(CLUSTER_OWNED))] = Field(
         default_factory=dict,
         description="Extra slurm.conf settings (`Key: value`), merged into what elastic-slurm renders: a key it also writes "
@@ -340,12 +346,7 @@ class Cluster(StrictModel):
     @field_validator("ssh_allowed_cidrs")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
-        for value in values:
-            try:
-                ipaddress.ip_network(value)
-            except ValueError as exc:
-                raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
-        return values
+        return cidrs(values)
 
 
 # ---------------------------------------------------------------- multi-cluster
@@ -409,6 +410,10 @@ class ElasticSlurmConfig(StrictModel):
     accounting: Accounting = Field(default_factory=Accounting, description="Shared Slurm accounting.")
     licenses: list[License] = Field(default_factory=list, description="Remote licenses.")
     federation: Federation | None = Field(default=None, description="Optional federation of the clusters.")
+    onprem_clusters: list[OnpremCluster] = Field(
+        default_factory=list,
+        description="Existing on-prem Slurm clusters that burst into these (docs/onprem-burst.md).",
+    )
     accounts: list[SlurmAccount] = Field(default_factory=list, description="Slurm accounts and users (sacctmgr).")
     qos: list[SlurmQos] = Field(default_factory=list, description="Slurm QOS (sacctmgr).")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource.")
@@ -419,3 +424,12 @@ class ElasticSlurmConfig(StrictModel):
             if cluster.name == name:
                 return cluster
         raise KeyError(name)
+
+    @property
+    def accounting_host(self) -> str:
+        """The cluster whose region holds the accounting database and whose controller 0 runs slurmdbd."""
+        return self.accounting.host_cluster or self.clusters[0].name
+
+    def slurm_cluster_names(self) -> list[str]:
+        """Every cluster the accounting database holds: the file's clusters, then the on-prem ones."""
+        return [c.name for c in self.clusters] + [o.name for o in self.onprem_clusters]

@@ -30,6 +30,16 @@ def vpc_cidr(value: str) -> str:
     return value
 
 
+def cidrs(values: list[str]) -> list[str]:
+    """Check IPv4 or IPv6 CIDRs (host bits set are an error, as AWS refuses them)."""
+    for value in values:
+        try:
+            ipaddress.ip_network(value)
+        except ValueError as exc:
+            raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
+    return values
+
+
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors (a typo must never be silently ignored)."""
 

@@ -317,6 +317,19 @@ RULES: tuple[Rule, ...] = (
         "rendered into slurm.conf and the plugin's manifest",
     ),
     Rule(f"{_C}.slurm_settings.<key>", _RECONF, "rendered into slurm.conf"),
+    Rule(
+        f"{_C}.rest_api.enabled",
+        _RECONF,
+        "rendered into slurm.conf (AuthAltTypes) and /etc/slurm/rest-api.env: the config sync reconfigures and "
+        "starts or stops slurmrestd and the web page; the security group rule changes in place",
+    ),
+    Rule(
+        f"{_C}.rest_api.{{port,web_port}}",
+        _RECONF,
+        "rendered into /etc/slurm/rest-api.env: the config sync restarts slurmrestd and the web page (a new "
+        "web_port also changes the security group rule in place)",
+    ),
+    Rule(f"{_C}.rest_api.allowed_cidrs[]", _NONE, "security group rules change in place"),
     Rule(f"{_C}.gres_settings.<key>", _RECONF, _GRES),
     Rule(
         f"{_C}.nss_slurm",
@@ -377,6 +390,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("accounts[].{name,description,organization,parent,users[]}", _RECONF, "applied with sacctmgr"),
     Rule("qos[].{name,description,priority,preempt[],preempt_mode}", _RECONF, "applied with sacctmgr"),
+    Rule(
+        "onprem_clusters[]{,.name,.burst_to[],.controller_cidrs[],.submit_cidrs[]}",
+        _RECONF,
+        "registered with sacctmgr at the reconfigure (a removed one is left in the database); the security-group "
+        "rules change in place",
+    ),
 )
 
 

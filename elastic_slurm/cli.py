@@ -23,6 +23,7 @@ from elastic_slurm.commands import (
     fleet_cmd,
     local_cmd,
     logs_cmd,
+    onprem_cmd,
     render_cmd,
     slurmdbd_cmd,
     sssd_cmd,
@@ -46,6 +47,7 @@ COMMAND_MODULES = [
     cluster_cmd,
     fleet_cmd,
     cost_cmd,
+    onprem_cmd,
 ]
 
 

@@ -70,6 +70,8 @@ DAEMONS: list[tuple[str, str]] = [
     ("config-sync-timer", "while sleep"),
     ("prometheus", "prometheus"),
     ("exporter", "slurm-exporter"),
+    ("webui", "slurm_plugin.webui"),
+    ("slurmrestd", "slurmrestd"),
     ("bootwatch", "slurm_plugin.bootwatch"),
     ("clustermgr", "slurm_plugin.manager"),
     ("slurmctld", "slurmctld"),
@@ -87,6 +89,8 @@ UNIT_PID_FILES = {
     "config-sync-timer": "slurm-config-sync.timer",
     "clustermgr": "slurm-clustermgr.service",
     "exporter": "slurm-exporter.service",
+    "webui": "slurm-webui.service",  # with clusters[].rest_api
+    "slurmrestd": "slurmrestd.service",
     "bootwatch": "slurm-bootwatch.service",
     "slurmctld": "slurmctld.service",
     "slurmdbd": "slurmdbd.service",
@@ -130,6 +134,7 @@ class CloudInfo:
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
     directory: bool = False  # the config has clusters[].directory: slapd and the controller's sssd run
     prometheus_url: str = ""  # the host's Prometheus scraping the controller's exporter (localcloud/prometheus.py)
+    rest_api: bool = False  # clusters[].rest_api: slurmrestd and the web page run (ports: restd, webui)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -198,6 +203,8 @@ class LocalCloud(CloudOps):
             optional |= {"mariadbd", "slurmdbd"}
         if not self.info().directory:
             optional |= {"slapd", "sssd"}
+        if not self.info().rest_api:
+            optional |= {"webui", "slurmrestd"}
         return {name for name, _ in DAEMONS} - optional
 
     def is_up(self) -> bool:
@@ -353,6 +360,8 @@ class LocalCloud(CloudOps):
             sackd=block + nodes,
             exporter=free_port(),
             prometheus=free_port(),
+            restd=free_port(),
+            webui=free_port(),
         )
         if shared is None:
             LOG.info("starting emulated AWS on 127.0.0.1:%d", ports.aws)
@@ -424,6 +433,7 @@ class LocalCloud(CloudOps):
             controller=hosts[0].hostname,
             directory=cluster.directory is not None,
             prometheus_url=f"http://127.0.0.1:{ports.prometheus}",
+            rest_api=cluster.rest_api.enabled,
         )
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         view = machines.controller_view(layout, self._root, shared_mount, hosts[0].hostname)

@@ -31,6 +31,8 @@ class Ports:
     sackd: int  # SlurmdPort: every node has its own Port=, so only login nodes' sackd listen here
     exporter: int = 0  # the controller's metrics exporter (9464 on EC2)
     prometheus: int = 0  # the host's Prometheus scraping it
+    restd: int = 0  # slurmrestd (clusters[].rest_api; rest_api.port on EC2), on 127.0.0.1 on both
+    webui: int = 0  # the REST API's web page (rest_api.web_port on EC2, every address there)
 
 
 def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
@@ -59,6 +61,9 @@ def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
             "per_node_files": True,
             "cgroup": False,
             "config_overrides": True,
+            # clusters[].rest_api: picked ports, and the web page on the loopback only
+            "rest_api_port": ports.restd or None,
+            "web_ui_listen": f"127.0.0.1:{ports.webui}" if ports.webui else None,
             "timers": [
                 ["SlurmdTimeout", "20"],
                 ["MessageTimeout", "10"],

@@ -10,6 +10,7 @@ unchanged; every build is atomic (a temporary directory renamed when complete). 
   machine cannot reach, with the plugin's programs as wrappers (forward-compatibility runs; docs/local-cloud.md).
 
     python -m localcloud.slurm_root build [--slurm 24.11]   # prints the root's path
+    python -m localcloud.slurm_root prune                    # removes roots the current inputs no longer use
 
 Either way the project source is bind-mounted at /opt/elastic-slurm/src at run time (see localcloud.enter).
 """
@@ -330,12 +331,52 @@ def slurm_version(root: Path) -> str:
     return str(meta["slurm"]).split()[-1]
 
 
+PRUNED_PREFIXES = ("image-", "slurm-")  # roots and layers of every release; `sources` (the tarballs) stays
+PRUNE_MIN_AGE = 3600.0  # a root younger than this may be another checkout's build in progress
+
+
+def _roots_in_use() -> set[str]:
+    """Names of the cached roots some process runs in (a local cloud of any checkout: its daemons are chrooted)."""
+    names = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            root = Path(os.readlink(proc / "root"))
+        except OSError:
+            continue
+        if root.parent == ROOT_CACHE:
+            names.add(root.name)
+    return names
+
+
+def prune(now: float | None = None) -> list[Path]:
+    """Remove the cached roots and layers (and their logs) this checkout's inputs no longer select, older than an
+    hour and not in use by a running process; returns what was removed. Each edit of assets/ or the build steps leaves a 1.6 GB root behind."""
+    keep = {root_path(major).name for major in RELEASES} | {slurm_layer_path().name} | _roots_in_use()
+    now = time.time() if now is None else now
+    removed = []
+    for entry in sorted(ROOT_CACHE.iterdir()) if ROOT_CACHE.is_dir() else []:
+        name = entry.name.removesuffix(".log")
+        if not name.startswith(PRUNED_PREFIXES) or name in keep or now - entry.stat().st_mtime < PRUNE_MIN_AGE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(entry)
+    return removed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="localcloud.slurm_root", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse) the root of a Slurm release and print its path")
     b.add_argument("--slurm", default=DEFAULT_SLURM, help=f"Slurm release ({', '.join(RELEASES)})")
+    sub.add_parser("prune", help="remove cached roots the current inputs no longer use (older than an hour)")
     args = parser.parse_args(argv)
+    if args.command == "prune":
+        gone = prune()
+        print(f"slurm root: removed {len(gone)} cached entries no longer used", file=sys.stderr)
+        return 0
     try:
         started = time.monotonic()
         cached = is_built(args.slurm)

@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .stamps
 
-APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps slapd ldap-utils prometheus)
+# chromium: the REST API page's e2e test drives Debian's build headless (playwright never downloads a browser here)
+APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps slapd ldap-utils prometheus
+  chromium)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
   echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }

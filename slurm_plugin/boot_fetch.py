@@ -31,7 +31,7 @@ def munge_key_bytes(secret: str) -> bytes:
     return (hashlib.sha512((secret + "\n").encode()).hexdigest() + "\n").encode()
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` with mode 0400 from its creation (a key is never readable by others)."""
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.unlink(missing_ok=True)
@@ -45,7 +45,7 @@ def fetch(session: Any, secret_id: str, key_path: Path, names: Sequence[str], ou
     """Both reads; raises on any AWS error."""
     secret = session.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
     answer = session.client("ssm").get_parameters(Names=list(names)) if names else {"Parameters": []}
-    _write_private(key_path, munge_key_bytes(secret))
+    write_private_bytes(key_path, munge_key_bytes(secret))
     document = {
         "Parameters": [
             {"Name": p["Name"], "Type": p.get("Type"), "Value": p["Value"], "Version": p.get("Version")}

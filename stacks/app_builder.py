@@ -26,6 +26,7 @@ from stacks.images import ImagesStack
 from stacks.nag import suppress_reviewed_findings
 from stacks.naming import PLACEHOLDER_ACCOUNT, TAG_CLUSTER, stack_name
 from stacks.network import NetworkStack
+from stacks.onprem import onprem_ingress
 from stacks.project import cdk_context
 from stacks.region import RegionStack
 from stacks.storage import StorageStack
@@ -51,7 +52,7 @@ def environment(cluster: Cluster) -> cdk.Environment:
 
 def host_cluster(config: ElasticSlurmConfig) -> str:
     """The cluster whose region holds the accounting database and whose controller runs slurmdbd."""
-    return config.accounting.host_cluster or config.clusters[0].name
+    return config.accounting_host
 
 
 def add_stacks(app: cdk.App, config: ElasticSlurmConfig, config_path: Path) -> dict[str, ClusterStacks]:
@@ -108,6 +109,7 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         stack_name(name, "network"),
         cluster=cluster,
         peer_cidrs=remote_cidrs + federation_cidrs,
+        onprem=onprem_ingress(config, name, host_cluster(config)),
         env=env,
         cross_region_references=crossing,
         description=f"Slurm cluster {name}: VPC and SGs",

@@ -20,7 +20,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from cluster_config.deploy_checks import address_ranges, same_vpc
+from cluster_config.deploy_checks import address_ranges, munge_owner, same_vpc
 from cluster_config.model import ElasticSlurmConfig
 from stacks.naming import TAG_CLUSTER, stack_name
 from stacks.network import NetworkStack
@@ -34,16 +34,6 @@ class MemberStacks(Protocol):
 
     @property
     def cluster(self) -> cdk.Stack: ...
-
-
-def munge_owner(config: ElasticSlurmConfig) -> str | None:
-    """The federation member whose munge key every member uses: the accounting host when it is a member, else the
-    first member; None without a federation."""
-    fed = config.federation
-    if fed is None:
-        return None
-    host = config.accounting.host_cluster or config.clusters[0].name
-    return host if host in fed.clusters else fed.clusters[0]
 
 
 def munge_sharing(config: ElasticSlurmConfig, cluster: str) -> tuple[str | None, tuple[str, ...]]:

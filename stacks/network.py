@@ -18,6 +18,7 @@ from constructs import Construct
 from cluster_config.checks import network_azs
 from cluster_config.model import Cluster, ExistingNetwork, NewNetwork
 from stacks.naming import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SRUN_PORT_RANGE
+from stacks.onprem import OnpremIngress
 
 PUBLIC_SUBNET_PREFIX = 26
 INTERFACE_ENDPOINTS = {
@@ -36,7 +37,7 @@ class ClusterSecurityGroups:
     """The security groups every other stack attaches."""
 
     nodes: ec2.ISecurityGroup  # controllers + compute: Slurm ports between members only
-    ssh: ec2.ISecurityGroup  # controllers: SSH from the configured CIDRs only
+    ssh: ec2.ISecurityGroup  # controllers: SSH (and rest_api.web_port) from the configured CIDRs only
     storage: ec2.ISecurityGroup  # EFS/FSx: NFS and Lustre from the nodes only
 
 
@@ -52,12 +53,14 @@ class NetworkStack(cdk.Stack):
         cluster: Cluster,
         network: NewNetwork | ExistingNetwork | None = None,
         peer_cidrs: tuple[str, ...] = (),
+        onprem: tuple[OnpremIngress, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         network = network or cluster.network
         self.network = network
         self.peer_cidrs = peer_cidrs
+        self.onprem = onprem
         self.azs = network_azs(network)
         self.creates_vpc = isinstance(network, NewNetwork)
         if isinstance(network, NewNetwork):
@@ -136,9 +139,16 @@ class NetworkStack(cdk.Stack):
         for label, port in ports:
             for cidr in self.peer_cidrs:
                 nodes.add_ingress_rule(ec2.Peer.ipv4(cidr), port, f"{label} from cluster members in peered {cidr}")
+        for rule in self.onprem:  # on-prem clusters' hosts (stacks/onprem.py)
+            nodes.add_ingress_rule(ec2.Peer.ipv4(rule.cidr), ec2.Port.tcp(rule.port), rule.description)
         ssh = ec2.SecurityGroup(self, "Ssh", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: SSH access")
         for cidr in cluster.ssh_allowed_cidrs:
             ssh.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(22), f"SSH from {cidr}")
+        if cluster.rest_api.enabled:  # the web page and the REST API through it; slurmrestd itself is on 127.0.0.1
+            for cidr in cluster.rest_api.allowed_cidrs:
+                peer = ec2.Peer.ipv6(cidr) if ":" in cidr else ec2.Peer.ipv4(cidr)
+                web = ec2.Port.tcp(cluster.rest_api.web_port)
+                ssh.add_ingress_rule(peer, web, f"REST API web page from {cidr} (docs/rest-api.md)")
         storage = ec2.SecurityGroup(
             self, "Storage", vpc=self.vpc, description=f"Slurm cluster {cluster.name}: shared file systems"
         )

@@ -43,5 +43,14 @@ install -m 0644 "$assets"/systemd/*.service "$assets"/systemd/*.timer /etc/syste
 # Login nodes run Slurm's own sackd unit; this drop-in gives it the conf server the login boot writes
 install -d /etc/systemd/system/sackd.service.d
 install -m 0644 "$assets"/systemd/sackd.service.d/*.conf /etc/systemd/system/sackd.service.d/
+# clusters[].rest_api: Slurm's slurmrestd unit with this drop-in and the web page's unit run as `slurmrestd`, an
+# account of their own (slurmrestd refuses root and SlurmUser); the page offers the job templates (docs/rest-api.md)
+install -d /etc/systemd/system/slurmrestd.service.d
+install -m 0644 "$assets"/systemd/slurmrestd.service.d/*.conf /etc/systemd/system/slurmrestd.service.d/
+getent group slurmrestd >/dev/null || groupadd --system slurmrestd
+id slurmrestd >/dev/null 2>&1 || useradd --system --gid slurmrestd --home-dir /nonexistent --no-create-home \
+  --shell /usr/sbin/nologin slurmrestd
+install -d "$prefix/job-templates"
+install -m 0644 "$assets"/job-templates/*.sbatch "$prefix/job-templates/"
 systemctl daemon-reload
 systemctl enable munge

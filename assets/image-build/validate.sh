@@ -50,4 +50,13 @@ grep -Eq '^passwd:.*\bsss\b' /etc/nsswitch.conf && grep -Eq '^group:.*\bsss\b' /
   || fail "nsswitch.conf does not ask sss for passwd and group"
 [ -x /usr/sbin/sackd ] && [ -f /usr/lib/systemd/system/sackd.service ] || fail "no sackd (login nodes)"
 [ -f /etc/systemd/system/sackd.service.d/elastic-slurm.conf ] || fail "no sackd drop-in (login nodes)"
+# clusters[].rest_api: slurmrestd with JWT, its drop-in and account, the web page's unit and the job templates
+[ -x /usr/sbin/slurmrestd ] && [ -f /usr/lib/systemd/system/slurmrestd.service ] || fail "no slurmrestd (rest_api)"
+for plugin in auth_jwt rest_auth_jwt openapi_slurmctld data_parser_v0_0_42; do
+  [ -f "$plugins/$plugin.so" ] || fail "no Slurm plugin $plugin in $plugins (rest_api)"
+done
+[ -f /etc/systemd/system/slurmrestd.service.d/elastic-slurm.conf ] || fail "no slurmrestd drop-in (rest_api)"
+[ -f /etc/systemd/system/slurm-webui.service ] || fail "no unit slurm-webui (rest_api)"
+id slurmrestd >/dev/null || fail "no slurmrestd account (rest_api)"
+ls "$prefix"/job-templates/*.sbatch >/dev/null || fail "no job templates in $prefix/job-templates"
 echo "image valid: Slurm $version, plugin $("$prefix/venv/bin/pip" show elastic-slurm | sed -n 's/^Version: //p')"

@@ -46,6 +46,8 @@ def summary(config: ElasticSlurmConfig) -> list[str]:
     if config.federation:
         extras.append(f"federation={config.federation.name}")
     lines.append("  " + " ".join(extras))
+    for site in config.onprem_clusters:
+        lines.append(f"  on-prem cluster {site.name} bursts to {', '.join(site.burst_to)} (sbatch -M)")
     return lines
 
 

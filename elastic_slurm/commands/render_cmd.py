@@ -7,7 +7,8 @@ file and no `--cluster`, each cluster goes to `DIR/<cluster>/`. Without `--infra
 With `--controller-hosts` (production, the controller's boot script) it also writes the base `slurm.conf` that
 `Include`s the fragment, `cgroup.conf` (slurm_plugin/render/base.py), `conf-server` (one line: the
 `slurmd --conf-server` argument compute nodes need in configless mode) and `accounting.json` (the accounting objects
-the config asks slurmdbd to hold, for `slurm-accounting-apply`). Where the machine differs from EC2 (the local cloud),
+the config asks slurmdbd to hold, for `slurm-accounting-apply`) and `rest-api.env` (clusters[].rest_api: whether
+slurmrestd and the web page run, and where they listen; slurm_plugin/render/rest_api.py). Where the machine differs from EC2 (the local cloud),
 $ES_RENDER_OVERRIDES names its paths, ports and timers (slurm_plugin/render/overrides.py).
 """
 
@@ -27,7 +28,14 @@ from slurm_plugin.accounting.diff import desired_state
 from slurm_plugin.instance_cache import CacheError, load_cache
 from slurm_plugin.manifest import DeployedInfra, write_manifest
 from slurm_plugin.render import overrides as render_overrides
-from slurm_plugin.render.base import BaseSettings, conf_server, render_base_conf, render_cgroup_conf
+from slurm_plugin.render import rest_api
+from slurm_plugin.render.base import (
+    BaseSettings,
+    conf_server,
+    render_base_conf,
+    render_cgroup_conf,
+    state_save_location,
+)
 from slurm_plugin.render.cluster import Rendered, RenderError, RenderOptions, render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
 from slurm_plugin.render.topology import TOPOLOGY_CONF_NAME
@@ -112,6 +120,7 @@ def run_render(args: argparse.Namespace) -> int:
             _write(target / CGROUP_CONF_NAME, base[2])
             _write(target / CONF_SERVER_NAME, base[1] + "\n")
             _write(target / ACCOUNTING_NAME, desired_state(config).model_dump_json(indent=2) + "\n")
+            _write(target / rest_api.ENV_NAME, base[3])
         extra = [f"{BASE_CONF_NAME} + {CGROUP_CONF_NAME} + {ACCOUNTING_NAME}"] if base is not None else []
         print(f"{target}: cluster {name}: {', '.join([*_summary(rendered), *extra])}")
     return 0
@@ -159,8 +168,8 @@ def _hand_to(path: Path, user: str) -> None:
 
 def _base(
     args: argparse.Namespace, config: ElasticSlurmConfig, name: str, target: Path, overrides: dict[str, Any]
-) -> tuple[str, str, str]:
-    """The base slurm.conf text, the conf-server argument and cgroup.conf."""
+) -> tuple[str, str, str, str]:
+    """The base slurm.conf text, the conf-server argument, cgroup.conf and rest-api.env."""
     hosts = tuple(h.strip() for h in args.controller_hosts.split(",") if h.strip())
     settings = BaseSettings(
         controller_hosts=hosts,
@@ -169,7 +178,11 @@ def _base(
     )
     settings = render_overrides.apply(settings, overrides, "base")
     cgroup = render_cgroup_conf(settings, config.cluster(name).cgroup_settings)
-    return render_base_conf(config, name, settings), conf_server(settings), cgroup
+    cluster = config.cluster(name)
+    rest_env = rest_api.env_file(
+        cluster, state_save_location(cluster, settings), settings.rest_api_port, settings.web_ui_listen
+    )
+    return render_base_conf(config, name, settings), conf_server(settings), cgroup, rest_env
 
 
 def _write(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ from cluster_config import load
 from elastic_slurm.errors import UserError
 from elastic_slurm.private_file import write_private
 from slurm_plugin.render import overrides as render_overrides
+from slurm_plugin.render import rest_api
 from slurm_plugin.render.dbd import DbdConfigError, DbdPaths, render_slurmdbd_conf
 from slurm_plugin.render.manifest import RenderError
 
@@ -38,10 +39,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--secret-json: not JSON: {exc.msg}") from None
     if not isinstance(secret, dict):
         raise UserError("--secret-json: expected a JSON object")
-    settings = load(args.config).accounting.slurmdbd_settings if args.config else {}
+    config = load(args.config) if args.config else None
+    settings = config.accounting.slurmdbd_settings if config is not None else {}
     try:
-        paths = render_overrides.apply(DbdPaths(), render_overrides.load()["dbd"], "dbd")
-        text = render_slurmdbd_conf(secret, args.dbd_host, paths=paths, settings=settings)
+        overrides = render_overrides.load()
+        paths = render_overrides.apply(DbdPaths(), overrides["dbd"], "dbd")
+        jwt_key = rest_api.dbd_jwt_key(config, overrides["base"]) if config is not None else None
+        text = render_slurmdbd_conf(secret, args.dbd_host, paths=paths, settings=settings, jwt_key=jwt_key)
     except (DbdConfigError, RenderError) as exc:
         raise UserError(str(exc)) from None
     out = Path(args.out)

@@ -127,8 +127,8 @@ def license_shares(lic: License, cluster_names: list[str]) -> dict[str, int]:
 
 
 def desired_state(config: ElasticSlurmConfig) -> AccountingState:
-    """What the config asks slurmdbd to hold."""
-    names = [c.name for c in config.clusters]
+    """What the config asks slurmdbd to hold: on-prem clusters too (their associations and license shares)."""
+    names = config.slurm_cluster_names()
     fed = config.federation
     features: dict[str, list[str] | None] = {
         name: (sorted(fed.cluster_features.get(name, [])) if fed and name in fed.clusters else None) for name in names

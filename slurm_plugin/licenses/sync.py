@@ -126,8 +126,8 @@ class SlurmLicenses(Protocol):
 
 
 def sync_config_from(config: ElasticSlurmConfig, local_cluster: str) -> SyncConfig:
-    """The sync config of every license with a server (flexlm or rlm)."""
-    names = [c.name for c in config.clusters]
+    """The sync config of every license with a server (flexlm or rlm); on-prem clusters share it too."""
+    names = config.slurm_cluster_names()
     synced = [
         SyncedLicense(
             name=lic.name,

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 
 from cluster_config import Cluster, ElasticSlurmConfig
 from cluster_config.slurm_settings import SettingValue, drop_replaced, setting_lines
+from slurm_plugin.render import rest_api
 from slurm_plugin.render.cluster import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
 from slurm_plugin.render.manifest import RenderError, shared_mount
 
@@ -28,6 +29,7 @@ __all__ = [
     "render_base_conf",
     "render_cgroup_conf",
     "shared_mount",  # from render/manifest.py, re-exported for its callers
+    "state_save_location",
 ]
 
 HEALTHCHECK_PROGRAM = "/opt/elastic-slurm/bin/elastic-slurm-healthcheck"
@@ -63,6 +65,10 @@ class BaseSettings:
     cgroup: bool = True
     config_overrides: bool = False
     timers: tuple[tuple[str, str], ...] = ()
+    # clusters[].rest_api where the machine differs: slurmrestd's port (None: the config's) and the web page's
+    # listen address (None: 0.0.0.0:<rest_api.web_port>)
+    rest_api_port: int | None = None
+    web_ui_listen: str | None = None
 
 
 def parse_controller_host(text: str) -> tuple[str, str | None]:
@@ -93,6 +99,7 @@ def render_base_conf(config: ElasticSlurmConfig, cluster_name: str, settings: Ba
     lines += _plugins(settings)
     lines += _accounting(config, settings)
     lines += _health(cluster, settings)
+    lines += rest_api.slurm_conf_lines(cluster, state_save_location(cluster, settings))
     if settings.timers:
         lines += ["# ---- Slurm timers of this machine", *(f"{key}={value}" for key, value in settings.timers)]
     # clusters[].slurm_settings replace the same keys here; they are written last, in the included file
@@ -151,6 +158,11 @@ def _controllers(cluster: Cluster, settings: BaseSettings) -> list[str]:
     if settings.slurmd_port is not None:
         lines.append(f"SlurmdPort={settings.slurmd_port}")
     return lines
+
+
+def state_save_location(cluster: Cluster, settings: BaseSettings) -> str:
+    """StateSaveLocation of `cluster` on this machine."""
+    return settings.state_save_location or _state_dir(cluster)
 
 
 def _state_dir(cluster: Cluster) -> str:

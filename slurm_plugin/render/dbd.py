@@ -48,9 +48,11 @@ def render_slurmdbd_conf(
     storage_loc: str = DEFAULT_STORAGE_LOC,
     paths: DbdPaths | None = None,
     settings: dict[str, SettingValue] | None = None,
+    jwt_key: str | None = None,
 ) -> str:
     """The slurmdbd.conf text for a database described by an RDS secret, served by slurmdbd on `dbd_host`, with the
-    config's `accounting.slurmdbd_settings` merged in."""
+    config's `accounting.slurmdbd_settings` merged in; with `jwt_key` (the host cluster's rest_api) slurmdbd also
+    accepts the JWTs slurmrestd forwards (the same key as slurmctld's, slurm_plugin/render/rest_api.py)."""
     paths = paths or DbdPaths()
     host, port = _field(secret, "host"), _field(secret, "port")
     if not port.isdigit():
@@ -61,6 +63,7 @@ def render_slurmdbd_conf(
     lines = [
         "# slurmdbd.conf — written by `elastic-slurm render-slurmdbd` (database secret + config); mode 0600",
         "AuthType=auth/munge",
+        *(["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={jwt_key}"] if jwt_key else []),
         f"DbdHost={dbd_host}",
         f"DbdPort={paths.port}",
         "SlurmUser=slurm",

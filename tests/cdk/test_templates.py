@@ -346,3 +346,16 @@ def test_every_image_keeps_the_ssm_agent_the_nodes_are_managed_through(assemblie
         for where, recipe in recipes.items():
             agent = recipe["Properties"]["AdditionalInstanceConfiguration"]["SystemsManagerAgent"]
             assert agent == {"UninstallAfterBuild": False}, where
+
+
+def test_an_onprem_cluster_reaches_slurmctld_and_slurmdbd_of_east_and_nothing_of_west(template: TemplateOf) -> None:
+    # federation.yaml: campus bursts to east (the accounting host); the rules are on the members' security group
+    east = template("federation", "es-east-network")
+    for cidr in ("198.51.100.5/32", "203.0.113.0/24"):
+        for port in (6817, 6819):
+            east.has_resource_properties(
+                "AWS::EC2::SecurityGroup",
+                {"SecurityGroupIngress": Match.array_with([Match.object_like({"CidrIp": cidr, "FromPort": port})])},
+            )
+    west = json.dumps(template("federation", "es-west-network").to_json())
+    assert "198.51.100.5/32" not in west and "203.0.113.0/24" not in west

@@ -343,6 +343,7 @@ def test_new_cluster_in_the_config_gets_registered_with_accounts_and_users(
 ) -> None:
     data = applied.model_dump(mode="json")
     data["clusters"].append(_cluster("gamma", 18))
+    data["federation"]["clusters"].append("gamma")  # clusters sharing slurmdbd share its munge key: members
     grown = parse(data)
     apply(dbd.sacctmgr(), desired_state(grown))
     assert plan(dbd.sacctmgr(), desired_state(grown))[1] == []

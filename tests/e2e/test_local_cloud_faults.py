@@ -11,6 +11,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.faults import CapacityFault, Faults
 from localcloud.ops import LIVE
 from tests.e2e.conftest import assert_no_orphans, cold_nodes, exclude_warm
+from tests.e2e.requeue_helpers import start_after_requeue_hold
 
 pytestmark = pytest.mark.e2e
 
@@ -58,6 +59,7 @@ def test_boot_failure_times_out_terminates_the_instance_and_the_job_completes_el
     before = {i.instance_id for i in cloud.instances()}
     cloud.fail_next_boots(1)
     job = cloud.sbatch(*exclude_warm(cloud), wrap="echo ran-on=$SLURMD_NODENAME")
+    start_after_requeue_hold(cloud, job, 180)  # ResumeTimeout requeues it
     (record,) = cloud.wait_jobs_done([job], timeout=240)
     assert record.state == "COMPLETED"
     assert record.restarts >= 1

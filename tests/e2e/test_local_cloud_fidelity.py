@@ -23,6 +23,7 @@ from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.ops import LIVE
 from stacks.user_data import SIGNAL_URL_FILE, boot_commands, pool_values
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
+from tests.e2e.requeue_helpers import start_after_requeue_hold
 
 # What the local controller's env file adds to the values the stacks give it (docs/local-cloud.md: endpoint and
 # credentials of the instance profile, render overrides, the systemctl stand-in's PID directory, the directories the
@@ -207,6 +208,7 @@ def test_a_broken_boot_step_fails_the_boot_visibly_and_nothing_is_left(cloud: Lo
     ]
     assert broken and all("starting slurmd" not in _boot_log(cloud, i.instance_id) for i in broken)
     # ResumeTimeout: ResumeFailProgram terminates the failed instance; the job is requeued and runs on a good boot
+    start_after_requeue_hold(cloud, job, 180)
     (record,) = cloud.wait_jobs_done([job], timeout=240)
     assert record.state == "COMPLETED"
     assert not {i.instance_id for i in broken} & {i.instance_id for i in cloud.instances(LIVE)}

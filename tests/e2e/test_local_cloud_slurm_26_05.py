@@ -36,6 +36,7 @@ def cloud_26_05() -> Iterator[LocalCloud]:
     state = Path(tempfile.mkdtemp(prefix="elastic-slurm-2605-", dir="/var/tmp"))
     data = yaml.safe_load(CONFIG.read_text())
     data["clusters"][0]["images"] = {"slurm_version": f"{RELEASE}.5", "slurm_source": SOURCE}
+    data["clusters"][0].pop("rest_api", None)  # the REST API is refused on 26.05 (docs/rest-api.md)
     config = state.parent / f"{state.name}.yaml"
     config.write_text(yaml.safe_dump(data))
     local = LocalCloud(state)

@@ -60,7 +60,10 @@ def test_interactive_job_requeues_the_batch_job_on_the_shared_node_which_later_c
     preempt_cloud: LocalCloud,
 ) -> None:
     cloud = preempt_cloud
-    batch = cloud.sbatch("-p", "batch", "-c", "2", wrap="sleep 40")
+    # the first run outlasts the preemption; the requeued run (Slurm sets SLURM_RESTART_COUNT) ends at once
+    batch = cloud.sbatch(
+        "-p", "batch", "-c", "2", wrap='[ -n "$SLURM_RESTART_COUNT" ] || sleep 40; echo rerun=$SLURM_RESTART_COUNT'
+    )
     cloud.wait_until(lambda: job_fields(cloud, batch).get("JobState") == "RUNNING", JOB_TIMEOUT, "batch job running")
     node = job_fields(cloud, batch)["NodeList"]
     interactive = cloud.sbatch("-p", "interactive", "-c", "2", wrap="echo ran-on=$SLURMD_NODENAME; sleep 2")
@@ -71,6 +74,7 @@ def test_interactive_job_requeues_the_batch_job_on_the_shared_node_which_later_c
     (again,) = cloud.wait_jobs_done([batch], timeout=JOB_TIMEOUT)
     assert (again.state, again.nodes, again.exit_code) == ("COMPLETED", node, "0:0")
     assert again.restarts >= 1
+    assert f"rerun={again.restarts}" in (cloud.layout.jobs / f"{batch}.out").read_text()
     runs = accounted_states(cloud, batch)
     assert runs[-1] == "COMPLETED"
     assert {"PREEMPTED", "REQUEUED"} & set(runs[:-1]), runs

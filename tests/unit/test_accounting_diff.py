@@ -38,9 +38,18 @@ def cluster(name: str) -> dict[str, Any]:
 
 
 def make_config(**extra: Any) -> ElasticSlurmConfig:
-    data: dict[str, Any] = {"clusters": [cluster("east"), cluster("west")], "accounting": {"mode": "create"}}
+    """east and west sharing accounting, so members of one federation (one munge key, peered VPCs)."""
+    data: dict[str, Any] = {
+        "clusters": [cluster("east"), cluster("west")],
+        "accounting": {"mode": "create"},
+        "federation": {"name": "eda", "clusters": ["east", "west"]},
+    }
     data.update(extra)
     return parse(data)
+
+
+# an on-prem cluster: in the accounting database, never a federation member
+CAMPUS = {"name": "campus", "burst_to": ["east"], "controller_cidrs": ["127.20.0.5/32"]}
 
 
 FULL = make_config(
@@ -151,12 +160,13 @@ def test_slurm_23_02_and_later_shares_are_percentages_named_allowed() -> None:
 def test_cluster_features_are_managed_only_for_federation_members() -> None:
     features = desired_state(FULL).cluster_features
     assert features == {"east": ["aws", "onprem"], "west": []}
-    assert desired_state(make_config()).cluster_features == {"east": None, "west": None}
+    with_site = desired_state(make_config(onprem_clusters=[CAMPUS])).cluster_features
+    assert with_site == {"east": [], "west": [], "campus": None}
 
 
 def test_features_set_by_hand_on_a_cluster_outside_the_federation_are_kept() -> None:
-    desired = desired_state(make_config())
-    current = desired.model_copy(update={"cluster_features": {"east": ["manual"], "west": []}})
+    desired = desired_state(make_config(onprem_clusters=[CAMPUS]))
+    current = desired.model_copy(update={"cluster_features": {"east": [], "west": [], "campus": ["manual"]}})
     assert argvs(current, desired) == []
 
 

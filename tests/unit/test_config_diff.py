@@ -93,6 +93,7 @@ def test_reordering_clusters_moves_the_default_accounting_host() -> None:
     second["name"] = "second"
     second["network"]["vpc_cidr"] = "100.66.0.0/16"
     two["clusters"].append(second)
+    two["federation"] = {"name": "both", "clusters": ["minimal", "second"]}  # sharing slurmdbd: one munge key
     assert _texts(lambda data: data["clusters"].reverse(), two) == [
         "accounting.host_cluster: minimal -> second  (not allowed)"
     ]

@@ -415,7 +415,12 @@ INVALID_CASES = [
     ),
     Case(
         "license_shares_above_100",
-        {**lic(clusters={"alpha": 60, "beta": 60}), "clusters[1]": {**CLUSTER, "name": "beta"}},
+        {
+            **lic(clusters={"alpha": 60, "beta": 60}),
+            f"{C0}.network.vpc_cidr": "127.16.0.0/16",
+            "clusters[1]": {**CLUSTER, "name": "beta", "network": {**CLUSTER["network"], "vpc_cidr": "127.17.0.0/16"}},
+            "federation": FED,  # two clusters sharing slurmdbd must share its munge key
+        },
         [("licenses[0].clusters", "the clusters' percentages add up to 120 (at most 100)")],
     ),
     Case(

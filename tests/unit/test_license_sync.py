@@ -205,14 +205,15 @@ def test_sync_config_covers_only_licenses_with_a_server() -> None:
                     "name": name,
                     "region": "us-east-1",
                     "storage": {"efs": {}},
-                    "network": {"mode": "create", "availability_zones": ["us-east-1a"]},
+                    "network": {"mode": "create", "vpc_cidr": cidr, "availability_zones": ["us-east-1a"]},
                     "partitions": [
                         {"name": "p", "pools": [{"name": "c", "instance_types": ["c7i.large"], "max_nodes": 1}]}
                     ],
                 }
-                for name in ("east", "west")
+                for name, cidr in (("east", "127.16.0.0/16"), ("west", "127.17.0.0/16"))
             ],
             "accounting": {"mode": "create"},
+            "federation": {"name": "eda", "clusters": ["east", "west"]},  # sharing slurmdbd: one munge key
             "licenses": [
                 {"name": "vcs", "count": 5, "server_type": "flexlm", "server": "27000@lic1", "feature": "VCS"},
                 {"name": "matlab", "count": 5},

@@ -1,0 +1,48 @@
+"""The config model's REST API section (clusters[].rest_api): slurmrestd with JWT authentication on the controllers
+and the small web page in front of it (slurm_plugin/webui, docs/rest-api.md).
+
+slurmrestd listens on the controller's 127.0.0.1 only; the web page's server (`web_port`) serves the page and
+forwards `/slurm/...` and `/openapi/...` to it, so one port is opened, and only to `allowed_cidrs`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from cluster_config.model_base import StrictModel, cidrs
+
+DEFAULT_RESTD_PORT = 6820  # Slurm's default slurmrestd port
+DEFAULT_WEB_PORT = 8080  # the web page and the /slurm/ proxy
+# the data parser the web page speaks: Slurm 24.11 serves v0.0.40, v0.0.41 and v0.0.42
+DATA_PARSER = "v0.0.42"
+
+
+class RestApi(StrictModel):
+    """slurmrestd (JWT) on the controllers and the web page in front of it (docs/rest-api.md)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run slurmrestd with JWT authentication (AuthAltTypes=auth/jwt) and the web page on the controllers.",
+    )
+    port: int = Field(
+        default=DEFAULT_RESTD_PORT,
+        ge=1024,
+        le=65535,
+        description="slurmrestd's port, on the controller's 127.0.0.1 only (the web page forwards to it).",
+    )
+    web_port: int = Field(
+        default=DEFAULT_WEB_PORT,
+        ge=1024,
+        le=65535,
+        description="Port of the web page and of the REST API through it (`/slurm/...`, `/openapi/...`), plain HTTP.",
+    )
+    allowed_cidrs: list[str] = Field(
+        default_factory=list,
+        description="CIDRs the controllers' security group lets reach `web_port` (e.g. your VPN's); empty: "
+        "only through an SSH tunnel. Tokens travel in clear text: never 0.0.0.0/0.",
+    )
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        return cidrs(values)

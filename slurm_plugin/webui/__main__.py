@@ -1,0 +1,52 @@
+"""`python -m slurm_plugin.webui --listen HOST:PORT --slurmrestd URL --manifest PATH [--templates DIR]`: the web
+page's server (slurm-webui.service). Logs one line per request (never a token) to stderr and `--log-file`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from slurm_plugin import logs
+from slurm_plugin.manifest import ManifestError, load_manifest
+from slurm_plugin.webui import templates
+from slurm_plugin.webui.server import WebUi, make_server
+from slurm_plugin.webui.zones import NodeZones
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT -> (host, port); ValueError (one line) otherwise."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen: '{text}' is not HOST:PORT")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until stopped."""
+    parser = argparse.ArgumentParser(prog="slurm-webui", description=__doc__)
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT", help="where the page is served")
+    parser.add_argument("--slurmrestd", required=True, metavar="URL", help="slurmrestd, e.g. http://127.0.0.1:6820")
+    parser.add_argument("--manifest", required=True, metavar="PATH", help="the runtime manifest (event log, logs)")
+    parser.add_argument("--templates", metavar="DIR", help="directory of *.sbatch job templates")
+    parser.add_argument("--log-file", metavar="PATH", help="also log here (the unit logs to the journal)")
+    args = parser.parse_args(argv)
+    try:
+        host, port = parse_listen(args.listen)
+        manifest = load_manifest(args.manifest)
+    except (ValueError, ManifestError) as exc:
+        print(f"slurm-webui: {exc}", file=sys.stderr)
+        return 2
+    log = logs.setup(args.log_file, "slurm-webui")
+    webui = WebUi(args.slurmrestd, templates.load(args.templates), NodeZones(manifest.state_dir).current)
+    try:
+        server = make_server(host, port, webui)
+    except OSError as exc:
+        log.error("cannot listen on %s: %s", args.listen, exc.strerror)
+        return 1
+    log.info("serving on %s, slurmrestd %s", args.listen, args.slurmrestd)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
