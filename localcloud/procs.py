@@ -107,9 +107,12 @@ def stop_pid(pid: int, marker: str, timeout: float = 15.0) -> bool:
     return True
 
 
-def stop_pid_file(pid_file: Path, marker: str, timeout: float = 15.0) -> bool:
-    """Stop the process named by a PID file (if it is still ours) and remove the file."""
+def stop_pid_file(pid_file: Path, marker: str, timeout: float = 15.0, env_marker: bytes | None = None) -> bool:
+    """Stop the process named by a PID file (if it is still ours: `marker` in its command line, or `env_marker`, a
+    b"KEY=value" entry, in its environment) and remove the file."""
     pid = read_pid(pid_file)
+    if pid is not None and env_marker is not None and not is_ours(pid, marker) and environ_has(pid, [env_marker]):
+        marker = ""  # e.g. a console script run as `python3 -c ...`: the program's name is not in its command line
     stopped = pid is not None and stop_pid(pid, marker, timeout)
     pid_file.unlink(missing_ok=True)
     return stopped

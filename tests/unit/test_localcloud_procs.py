@@ -59,3 +59,25 @@ def test_job_root_strips_array_and_hetjob_suffixes() -> None:
     from localcloud.ops import job_root
 
     assert [job_root(j) for j in ("12", "12_3", "12+1", "12_[1-4]")] == ["12", "12", "12", "12"]
+
+
+def test_a_daemon_whose_name_is_not_in_its_command_line_is_stopped_by_the_clouds_environment_marker(
+    tmp_path: Path,
+) -> None:
+    # a console script of the 26.05 root runs as `python3 -c "...exporter..."`: no `slurm-exporter` in its cmdline
+    env = {**os.environ, "ELASTIC_SLURM_LOCAL_CLOUD": str(tmp_path)}
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True, env=env)
+    pid_file = tmp_path / "exporter.pid"
+    try:
+        pid_file.write_text(f"{proc.pid}\n")
+        other = f"ELASTIC_SLURM_LOCAL_CLOUD={tmp_path}-other".encode()
+        assert not procs.stop_pid_file(pid_file, "slurm-exporter", 5, env_marker=other)  # not that cloud's
+        assert proc.poll() is None
+        pid_file.write_text(f"{proc.pid}\n")
+        ours = f"ELASTIC_SLURM_LOCAL_CLOUD={tmp_path}".encode()
+        assert procs.stop_pid_file(pid_file, "slurm-exporter", 5, env_marker=ours)
+        assert proc.wait(timeout=10) is not None and not pid_file.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
