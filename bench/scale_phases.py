@@ -104,16 +104,21 @@ def _addressed(ctx: Context) -> int:
     return sum(1 for name in ctx.nodes if name in nodes and nodes[name].addr != name)
 
 
+def _power_phase(ctx: Context, program: str) -> tuple[Path, watch.LogTail, dict[str, float]]:
+    """Before a power phase: time slurm-<program>'s return (wrapper), follow the plugin log, zero the EC2 call counts,
+    note the CPU so far; (timing file, log tail, CPU)."""
+    layout = ctx.cloud.layout
+    timing = layout.log / f"bench-{program}-timing.txt"
+    watch.timed_wrapper(layout.bin / f"slurm-{program}", timing)
+    log = watch.LogTail(ctx.plugin_log)
+    ctx.cloud.aws().reset_call_counts()
+    return timing, log, ctx.cpu()
+
+
 def resume_all(ctx: Context) -> dict[str, Any]:
     """`scontrol update state=power_up` of every node: ResumeProgram's return (timed wrapper), the worker(s), EC2
     calls, and when every node has its NodeAddr (polled once a second, and the worker's own log lines)."""
-    layout = ctx.cloud.layout
-    timing = layout.log / "bench-resume-timing.txt"
-    watch.timed_wrapper(layout.bin / "slurm-resume", timing)
-    log = watch.LogTail(ctx.plugin_log)
-    aws = ctx.cloud.aws()
-    aws.reset_call_counts()
-    cpu0 = ctx.cpu()
+    timing, log, cpu0 = _power_phase(ctx, "resume")
     asked = time.time()
     ctx.slurm("scontrol", "update", f"nodename={ctx.hostlist}", "state=power_up")
     workers = watch.Workers("slurm-resume")
@@ -273,13 +278,7 @@ def scheduler_under_queue(ctx: Context, jobs: int, job_nodes: int, settle: float
 def suspend_all(ctx: Context) -> dict[str, Any]:
     """`scontrol update state=power_down_force` of every node: SuspendProgram's return, the worker, EC2 calls, when
     every instance was terminated (the event log) and when every node is powered down again (sinfo)."""
-    layout = ctx.cloud.layout
-    timing = layout.log / "bench-suspend-timing.txt"
-    watch.timed_wrapper(layout.bin / "slurm-suspend", timing)
-    log = watch.LogTail(ctx.plugin_log)
-    aws = ctx.cloud.aws()
-    aws.reset_call_counts()
-    cpu0 = ctx.cpu()
+    timing, log, cpu0 = _power_phase(ctx, "suspend")
     asked = time.time()
     ctx.slurm("scontrol", "update", f"nodename={ctx.hostlist}", "state=power_down_force", "reason=bench")
     workers = watch.Workers("slurm-suspend")

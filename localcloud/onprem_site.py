@@ -11,8 +11,9 @@ hand-written slurm.conf (localcloud/onprem/slurm.conf.in; only addresses, ports 
 here is rendered by the plugin and nothing is launched through EC2: the nodes are always up and never power-save.
 
 The site's machines are one view of the same Slurm root as the cloud's (its binaries, users and Slurm version):
-its own /etc/slurm, /etc/munge, /run and state directory. Every daemon carries $ELASTIC_SLURM_ONPREM_SITE (the
-state dir) in its environment and a PID file under run/; `down` stops only processes that have both.
+its own /etc/slurm, /etc/munge, /run and state directory, laid out as a local cloud's (localcloud/layout.py), so its
+munged and slurmctld start exactly as a cloud's do (localcloud/daemons.py). Every daemon carries
+$ELASTIC_SLURM_LOCAL_CLOUD = the site's state dir and a PID file under run/; `down` stops only processes with both.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from localcloud import enter, procs
+from localcloud import daemons, enter, procs
 from localcloud.cloud import LocalCloud
+from localcloud.daemons import CLOUD_MARKER
 from localcloud.emulated_aws import free_port
+from localcloud.layout import Layout
 
 TEMPLATE = Path(__file__).resolve().parent / "onprem" / "slurm.conf.in"
-MARKER = "ELASTIC_SLURM_ONPREM_SITE"
 CONTROL_HOST = "sitectl"
 ADDRESS = "127.0.0.1"
 NODES = ("site1", "site2")
@@ -45,6 +47,7 @@ class OnpremSite:
 
     def __init__(self, state_dir: str | Path, cloud: LocalCloud) -> None:
         self.root = Path(state_dir).resolve()
+        self.layout = Layout(self.root)  # the local cloud's layout: its munged and slurmctld start as the cloud's do
         self.cloud = cloud
         self.name = ""
 
@@ -59,21 +62,22 @@ class OnpremSite:
         hosts = self.root / "hosts"
         if not hosts.exists():
             hosts.write_text(f"127.0.0.1 localhost\n{ADDRESS} {CONTROL_HOST}\n")
+        machine = self.layout.machine_dir("controller")
         return enter.View(self.cloud.root(), hostname=CONTROL_HOST).with_binds(
             (hosts, "/etc/hosts"),
-            (self._dir("etc"), "/etc/slurm"),
-            (self._dir("munge"), "/etc/munge"),
-            (self._dir("machine-run"), "/run"),
+            (self.layout.etc, "/etc/slurm"),
+            (self.layout.munge_key.parent, "/etc/munge"),
+            (machine / "run", "/run"),
             *enter.same_path(self.root),
         )
 
     def env(self, user: enter.User) -> dict[str, str]:
-        return enter.user_env(user, {MARKER: str(self.root)})
+        return enter.user_env(user, {CLOUD_MARKER: str(self.root)})
 
     # ------------------------------------------------------------------ the admin's steps
     def _kit(self, config_path: Path, name: str) -> str:
         """`elastic-slurm onprem-kit` as the site admin runs it: slurm.conf lines, the munge key written."""
-        key = self._dir("munge") / "munge.key"
+        key = self.layout.munge_key  # the kit writes it as the site admin copies it to every host
         key.unlink(missing_ok=True)
         admin = self.cloud.principals().admin  # the operator's credentials (IAM is enforced)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -103,72 +107,38 @@ class OnpremSite:
         text = TEMPLATE.read_text()
         for key, value in values.items():
             text = text.replace(key, value)
-        (self._dir("etc") / "slurm.conf").write_text(f"{text}\n{kit}")
-        (self.root / "etc" / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+        (self.layout.etc / "slurm.conf").write_text(f"{text}\n{kit}")
+        (self.layout.etc / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
 
     # ------------------------------------------------------------------ daemons
-    def _spawn(self, name: str, argv: list[str], user: enter.User) -> subprocess.Popen[bytes]:
-        view = self.view()
-        return procs.spawn(
-            enter.argv(view, argv, user),
-            self._dir("log") / f"{name}.stdout",
-            self._dir("run") / f"{name}.pid",
-            env=self.env(user),
-        )
-
     def up(self, config_path: str | Path, name: str) -> None:
         """Run the kit, write slurm.conf, start munged, slurmctld and the nodes; wait until every node is idle."""
         self.name = name
+        self.layout.create()
+        for sub in ("etc-munge", "run"):
+            (self.layout.machine_dir("controller") / sub).mkdir(parents=True, exist_ok=True)
         root = self.cloud.root()
-        slurm, munge, superuser = (enter.user(root, u) for u in ("slurm", "munge", "root"))
+        slurm, superuser = enter.user(root, "slurm"), enter.user(root, "root")
         kit = self._kit(Path(config_path).resolve(), name)
         self._write_conf(kit, {"slurmctld": free_port(), NODES[0]: free_port(), NODES[1]: free_port()})
-        # owner and mode of each directory the daemons write (log/: slurm's slurmctld and root's slurmd)
-        for sub, owner, mode in (
-            ("slurmctld", slurm, 0o755),
-            ("slurm-run", slurm, 0o755),
-            ("spool", superuser, 0o755),
-            ("log", superuser, 0o777),
-            ("run", superuser, 0o755),
-            ("munge", munge, 0o700),
-            ("munge-home", munge, 0o755),
-            ("machine-run/munge", munge, 0o755),
-        ):
-            path = self._dir(sub)
-            os.chown(path, owner.uid, owner.gid)
-            path.chmod(mode)
-        os.chown(self.root / "munge" / "munge.key", munge.uid, munge.gid)
-        home = self.root / "munge-home"
-        munged = [
-            "/usr/sbin/munged",
-            "--foreground",
-            "--key-file=/etc/munge/munge.key",
-            f"--pid-file={home / 'munged.pid'}",
-            f"--seed-file={home / 'munged.seed'}",
-            f"--log-file={home / 'munged.log'}",
-        ]
-        self._spawn("munged", munged, munge)
-        self._wait(lambda: self._ok(["/usr/bin/munge", "-n"]), "munged", home / "munged.log")
-        self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D"], slurm)
-        self._wait(lambda: "is UP" in self.slurm("scontrol", "ping", check=False), "slurmctld", self.log("slurmctld"))
+        # what slurm.conf.in names that slurmctld (as slurm) writes; log/ also gets root's slurmd logs
+        for sub in ("slurmctld", "slurm-run"):
+            os.chown(self._dir(sub), slurm.uid, slurm.gid)
+        self.layout.log.chmod(0o777)
+        view = self.view()
+        daemons.start_munged(self.layout, view)
+        daemons.start_slurmctld(self.layout, view)
         for node in NODES:
-            self._spawn(f"slurmd-{node}", ["/usr/sbin/slurmd", "-D", "-N", node], superuser)
+            procs.spawn(
+                enter.argv(view, ["/usr/sbin/slurmd", "-D", "-N", node], superuser),
+                self.layout.log / f"slurmd-{node}.stdout",
+                self.layout.pid_file(f"slurmd-{node}"),
+                env=self.env(superuser),
+            )
         self._wait(lambda: self.idle_nodes() == set(NODES), "the site's nodes", self.log("slurmctld"))
 
     def log(self, daemon: str) -> Path:
         return self.root / "log" / f"{daemon}.log"
-
-    def _ok(self, argv: list[str]) -> bool:
-        root = enter.user(self.cloud.root(), "root")
-        try:
-            return (
-                subprocess.run(
-                    enter.argv(self.view(), argv), env=self.env(root), capture_output=True, timeout=20
-                ).returncode
-                == 0
-            )
-        except subprocess.TimeoutExpired:
-            return False
 
     def _wait(self, predicate: Callable[[], bool], what: str, log: Path) -> None:
         if not procs.wait_until(predicate, UP_TIMEOUT, 0.5):
@@ -200,11 +170,11 @@ class OnpremSite:
         for name in names:
             pid_file = self.root / "run" / f"{name}.pid"
             pid = procs.read_pid(pid_file)
-            ours = pid is not None and procs.environ_has(pid, [f"{MARKER}={self.root}".encode()])
+            ours = pid is not None and procs.environ_has(pid, [f"{CLOUD_MARKER}={self.root}".encode()])
             if ours and pid is not None and procs.stop_pid(pid, name.split("-")[0], timeout=15):
                 stopped.append(name)
             pid_file.unlink(missing_ok=True)
-        left = [pid for pid in _all_pids() if procs.environ_has(pid, [f"{MARKER}={self.root}".encode()])]
+        left = [pid for pid in _all_pids() if procs.environ_has(pid, [f"{CLOUD_MARKER}={self.root}".encode()])]
         procs.kill_all(left)
         return stopped + [f"process {pid}" for pid in left]
 

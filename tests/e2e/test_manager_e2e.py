@@ -278,9 +278,9 @@ def run_healthcheck(mgr: Mgr, node: str, nvsmi_fixture: str) -> subprocess.Compl
     """The real health check script (the image's /opt/elastic-slurm/bin/elastic-slurm-healthcheck) for `node`, with a
     fake nvidia-smi first on PATH and the root's real scontrol.
 
-    The emulated node has no GPU and its slurmd has no HealthCheckProgram configured, so the script runs on the
-    controller's view of the root with SLURMD_NODENAME set the way slurmd sets it and EXPECTED_GPUS forcing the GPU
-    check; draining goes through the real `scontrol update` against this cloud.
+    The emulated node has no GPU (its slurmd runs the same script as HealthCheckProgram, which passes there), so this
+    runs it on the controller's view of the root with SLURMD_NODENAME set the way slurmd sets it and EXPECTED_GPUS
+    forcing the GPU check; draining goes through the real `scontrol update` against this cloud.
     """
     bin_dir = mgr.cloud.layout.root / "test-bin"
     bin_dir.mkdir(exist_ok=True)
