@@ -339,13 +339,15 @@ class _Binder:
     def _bind(self, assigned: dict[str, str]) -> None:
         request_id = self.outcome.request_id
         addresses = {node: self.known[iid].private_ip or "" for node, iid in assigned.items()}
+        bound_at = f"{self.clock():.3f}"  # a suspend asked for before this leaves the instance alone (terminator.py)
         state.remember_instances(
             self.manifest.state_dir,
             {
-                node: {"instance_id": iid, "region": self.known[iid].region, "private_ip": addresses[node]}
+                node: {"instance_id": iid, "region": self.known[iid].region, "private_ip": addresses[node],
+                       "bound_at": bound_at}
                 for node, iid in assigned.items()
             },
-        )
+        )  # fmt: skip
         if self.manifest.node_names_dir:  # each instance's bootstrap reads its node name here, not from Slurm
             self._publish_names({iid: node for node, iid in assigned.items()})
         try:

@@ -2,7 +2,8 @@
 
 - claims.json: node -> {request, pid, started} while a resume worker is launching it (so overlapping resumes skip it);
   a claim counts only while a process with that PID *and that start time* lives, so a reused PID frees it;
-- nodes.json: node -> {instance_id, region, private_ip} written after a launch (a cache: EC2 + Slurm are the truth).
+- nodes.json: node -> {instance_id, region, private_ip, bound_at} written after a launch (a cache: EC2 + Slurm are the
+  truth; bound_at: epoch seconds when the resume bound it).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def remember_instances(state_dir: str | Path, entries: Mapping[str, Mapping[str,
 
 
 def node_map(state_dir: str | Path) -> dict[str, dict[str, str]]:
-    """The whole node map: node -> {instance_id, region, private_ip} (complete entries only), read once."""
+    """The whole node map: node -> {instance_id, region, private_ip, bound_at} (complete entries only), read once."""
     with locked(state_dir) as directory:
         known = read_json(directory / NODES_FILE)
     return {

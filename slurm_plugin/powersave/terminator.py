@@ -10,18 +10,21 @@ made are never touched (the node may have been resumed again meanwhile).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import TAG_POOL, Manifest
 from slurm_plugin.powersave import node_names, state
-from slurm_plugin.powersave.ec2 import Ec2
+from slurm_plugin.powersave.ec2 import Ec2, Instance
 from slurm_plugin.powersave.planner import node_pools, pool_of
-from slurm_plugin.powersave.slurm import Slurm, SlurmError
+from slurm_plugin.powersave.slurm import Slurm, SlurmError, SlurmNode
 from slurm_plugin.telemetry import events
 
 log = logging.getLogger("slurm-suspend")
+# EC2's LaunchTime is in whole seconds (cut, not rounded) and EC2's clock is not ours: an instance whose LaunchTime is
+# less than this before the request may have been launched after it
+LAUNCH_TIME_SLACK = 1.0
 
 
 @dataclass
@@ -70,6 +73,7 @@ def terminate_nodes(
             for loc in pool.locations:
                 regions.setdefault(loc.region, set()).add(pool.key)
     settled: set[str] = set()  # regions described and handled without error
+    newer: set[str] = set()  # instances launched after the request: neither terminated nor forgotten
     for region, keys in regions.items():
         try:
             instances = ec2.cluster_instances(region, manifest.cluster, keys)
@@ -84,10 +88,11 @@ def terminate_nodes(
                 owner = by_ip.get(instance.private_ip or "")
             if owner is None or instance.tags.get(TAG_POOL) != pool_key.get(owner):
                 continue
-            if requested_at is not None and (instance.launch_time or 0) > requested_at:
+            if requested_at is not None and _after(requested_at, instance, cached.get(owner)):
                 log.warning(
                     "%s: %s of %s was launched after this request: left alone", label, instance.instance_id, owner
                 )
+                newer.add(instance.instance_id)
                 continue
             targets[instance.instance_id] = owner
         if not targets:
@@ -107,9 +112,18 @@ def terminate_nodes(
               "reason": cause} for iid, node in targets.items()],
         )  # fmt: skip
         log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
-    # a worker killed before this point leaves the node map as it was: the next resume finds the instance alive and
-    # binds it again, and the next suspend terminates it (forgetting first would make it an orphan)
-    done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled}
+    done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled and e["instance_id"] not in newer}
+    found = set(outcome.terminated.values())
+    outcome.not_found = [n for n in pool_key if n not in found]
+    if outcome.not_found:
+        log.info("%s: no instance for %s", label, compress(outcome.not_found))
+    if not _reset_nodes(slurm, list(pool_key), known, label, reason):
+        outcome.errors.append("slurm")
+        return outcome
+    # forgotten last: a worker killed before this point leaves the node map as it was, so the next resume finds a live
+    # instance and binds it again, and the next suspend terminates it (forgetting first would make it an orphan); a
+    # NodeAddr left behind always has its map entry, so no later suspend matches it by address alone (EC2 reuses
+    # private IPs at once: that address may be another node's new instance by then)
     state.forget_instances(manifest.state_dir, list(done), only=done)
     if manifest.node_names_dir:
         node_names.withdraw(manifest.node_names_dir, done.values())
@@ -119,21 +133,31 @@ def terminate_nodes(
         [{"event": "terminated", "node": n, "pool": pool_key[n], "instance_id": iid, "region": cached[n]["region"],
           "reason": "gone"} for n, iid in gone.items()],
     )  # fmt: skip
-    found = set(outcome.terminated.values())
-    outcome.not_found = [n for n in pool_key if n not in found]
-    if outcome.not_found:
-        log.info("%s: no instance for %s", label, compress(outcome.not_found))
-    to_reset = [
-        n for n in pool_key if not known or known.get(n) is None or known[n].addr != n or known[n].hostname != n
-    ]
+    return outcome
+
+
+def _reset_nodes(slurm: Slurm, nodes: list[str], known: dict[str, SlurmNode], label: str, reason: str | None) -> bool:
+    """NodeAddr/NodeHostname back to the node names (those Slurm did not already show reset), then, with `reason`,
+    power them down; False when Slurm refused."""
+    to_reset = [n for n in nodes if not known or known.get(n) is None or known[n].addr != n or known[n].hostname != n]
     try:
         if to_reset:
             slurm.reset_addresses(to_reset)
             log.info("%s: NodeAddr/NodeHostname reset for %s", label, compress(to_reset))
         if reason:
-            slurm.power_down(list(pool_key), reason)
-            log.warning("%s: powered down %s: %s", label, compress(pool_key), reason)
+            slurm.power_down(nodes, reason)
+            log.warning("%s: powered down %s: %s", label, compress(nodes), reason)
     except SlurmError as exc:
         log.error("%s: %s", label, exc)
-        outcome.errors.append("slurm")
-    return outcome
+        return False
+    return True
+
+
+def _after(requested_at: float, instance: Instance, entry: Mapping[str, str] | None) -> bool:
+    """Whether the instance came to its node after the request: by when the resume bound it (the node map's
+    `bound_at`, this host's clock, to the millisecond), else by EC2's LaunchTime, within LAUNCH_TIME_SLACK counting
+    as after (such an instance is left alone; if no node claims it, the cluster manager ends it as an orphan)."""
+    bound_at = (entry or {}).get("bound_at")
+    if bound_at:
+        return float(bound_at) > requested_at
+    return (instance.launch_time or 0) > requested_at - LAUNCH_TIME_SLACK

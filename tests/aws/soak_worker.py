@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,13 @@ class FileSlurm:
 
     def set_down(self, nodes: Sequence[str], reason: str, resume_after: int) -> None:
         self.power_down(nodes, reason)
+
+    def suspend_timeout(self, nodes: Iterable[str]) -> None:
+        """Slurm's own step, whatever SuspendProgram did or whether it was killed: after SuspendTimeout a node is
+        POWERED_DOWN and a CLOUD node's NodeAddr is its name again (slurmctld's power_save.c)."""
+        with self._table() as table:
+            for node in nodes:
+                table[node] = {**table.get(node, {}), "addr": None}
 
     def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
         with self._table() as table:

@@ -94,6 +94,81 @@ def test_suspend_leaves_an_instance_launched_after_its_request_alone(aws: Emulat
     assert outcome.terminated == {} and len(live_instances(aws, manifest.cluster)) == 1
 
 
+def test_suspend_tells_a_newer_instance_by_when_the_resume_bound_it(aws: EmulatedAws, manifest: Manifest) -> None:
+    """The node map's bind time (this host's clock, to the ms) decides, not EC2's LaunchTime (whole seconds)."""
+    slurm = FakeSlurm()
+    launched = resume_nodes(manifest, ["cpu-c7i-7"], [], ec2_for(aws), slurm, rid("rf")).launched["cpu-c7i-7"]
+    bound_at = float(state.node_map(manifest.state_dir)["cpu-c7i-7"]["bound_at"])
+    before = bound_at - 0.05  # a slow suspend asked for before this resume
+    outcome = terminate_nodes(manifest, ["cpu-c7i-7"], ec2_for(aws), slurm, "suspend", requested_at=before)
+    assert outcome.terminated == {} and len(live_instances(aws, manifest.cluster)) == 1
+    assert state.node_map(manifest.state_dir)["cpu-c7i-7"]["instance_id"] == launched.instance_id  # still its node's
+    after = bound_at + 0.05  # within the second of its LaunchTime, but after the bind
+    outcome = terminate_nodes(manifest, ["cpu-c7i-7"], ec2_for(aws), slurm, "suspend", requested_at=after)
+    assert outcome.terminated == {launched.instance_id: "cpu-c7i-7"} and live_instances(aws, manifest.cluster) == []
+    assert "cpu-c7i-7" not in state.node_map(manifest.state_dir)
+
+
+def test_without_a_node_map_entry_suspend_reads_launch_time_as_whole_seconds(
+    aws: EmulatedAws, manifest: Manifest
+) -> None:
+    """Matched by address alone, an instance whose LaunchTime is x s may have started at x.9 s, after a request
+    made at x.5 s: left alone."""
+    slurm = FakeSlurm()
+    launched = resume_nodes(manifest, ["cpu-c7i-5"], [], ec2_for(aws), slurm, rid("rd")).launched["cpu-c7i-5"]
+    state.forget_instances(manifest.state_dir, ["cpu-c7i-5"])  # e.g. written by a release without the node map
+    assert launched.launch_time is not None and launched.launch_time == int(launched.launch_time)
+    address = slurm.addresses["cpu-c7i-5"]
+    same_second = launched.launch_time + 0.5
+    outcome = terminate_nodes(manifest, ["cpu-c7i-5"], ec2_for(aws), slurm, "suspend", requested_at=same_second)
+    assert outcome.terminated == {} and len(live_instances(aws, manifest.cluster)) == 1
+    slurm.addresses["cpu-c7i-5"] = address
+    later = launched.launch_time + 1.5  # surely after the launch
+    outcome = terminate_nodes(manifest, ["cpu-c7i-5"], ec2_for(aws), slurm, "suspend", requested_at=later)
+    assert outcome.terminated == {launched.instance_id: "cpu-c7i-5"} and live_instances(aws, manifest.cluster) == []
+
+
+class _RefusingSlurm(FakeSlurm):
+    def reset_addresses(self, nodes: list[str]) -> None:  # type: ignore[override]
+        raise SlurmError("scontrol update: Unable to contact slurm controller")
+
+
+def test_a_suspend_slurm_did_not_hear_keeps_the_node_map_so_no_address_names_another_nodes_instance(
+    aws: EmulatedAws, manifest: Manifest
+) -> None:
+    """The node keeps its stale NodeAddr; EC2 gives that address to another node's instance, launched but not yet
+    bound (its resume is mid-flight); the next suspend of the first node matches by the node map and ends nothing."""
+    slurm = FakeSlurm()
+    old = resume_nodes(manifest, ["cpu-c7i-6"], [], ec2_for(aws), slurm, rid("re")).launched["cpu-c7i-6"]
+    refusing = _RefusingSlurm(addresses=dict(slurm.addresses))
+    outcome = terminate_nodes(manifest, ["cpu-c7i-6"], ec2_for(aws), refusing, "suspend")
+    assert outcome.terminated == {old.instance_id: "cpu-c7i-6"} and "slurm" in outcome.errors
+    assert state.node_map(manifest.state_dir)["cpu-c7i-6"]["instance_id"] == old.instance_id
+    new = aws.client("ec2", "us-east-1").run_instances(
+        ImageId="ami-12c6146b", MinCount=1, MaxCount=1, SubnetId=_subnet_of(aws, old.instance_id),
+        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags_of(aws, old.instance_id)}],
+    )["Instances"][0]  # fmt: skip
+    refusing.addresses["cpu-c7i-6"] = new["PrivateIpAddress"]  # EC2 gave the old address to the new instance
+    outcome = terminate_nodes(manifest, ["cpu-c7i-6"], ec2_for(aws), refusing, "suspend")
+    assert outcome.terminated == {}
+    assert [i["InstanceId"] for i in live_instances(aws, manifest.cluster)] == [new["InstanceId"]]
+
+
+def _described(aws: EmulatedAws, instance_id: str) -> dict[str, object]:
+    answer = aws.client("ec2", "us-east-1").describe_instances(InstanceIds=[instance_id])
+    instance: dict[str, object] = answer["Reservations"][0]["Instances"][0]
+    return instance
+
+
+def _subnet_of(aws: EmulatedAws, instance_id: str) -> str:
+    return str(_described(aws, instance_id)["SubnetId"])
+
+
+def _tags_of(aws: EmulatedAws, instance_id: str) -> list[dict[str, str]]:
+    tags: list[dict[str, str]] = _described(aws, instance_id)["Tags"]  # type: ignore[assignment]
+    return tags
+
+
 def test_a_node_resumed_again_keeps_its_live_instance(aws: EmulatedAws, manifest: Manifest) -> None:
     first = resume_nodes(manifest, ["cpu-c7i-4"], [], ec2_for(aws), FakeSlurm(), rid("r1"))
     slurm = FakeSlurm()
