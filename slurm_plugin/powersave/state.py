@@ -124,17 +124,22 @@ def node_map(state_dir: str | Path) -> dict[str, dict[str, str]]:
 
 
 def forget_instances(
-    state_dir: str | Path, nodes: Iterable[str], only: Mapping[str, str] | None = None
+    state_dir: str | Path, nodes: Iterable[str], only: Mapping[str, Mapping[str, str]] | None = None
 ) -> dict[str, dict[str, str]]:
-    """Remove nodes from the node map; returns what was known about them. With `only` (node -> instance id), a node
-    is removed only while the map still names that instance (a later resume may have bound it again)."""
+    """Remove nodes from the node map; returns what was known about them. With `only` (node -> its entry as read
+    earlier), a node is removed only while the map still holds that entry: the same instance, bound at the same time
+    (a later resume may have bound it again, even to the same instance)."""
     with locked(state_dir) as directory:
         path = directory / NODES_FILE
         known = read_json(path)
         gone = {}
         for node in list(nodes):
             entry = known.get(node)
-            if isinstance(entry, dict) and (only is None or entry.get("instance_id") == only.get(node)):
+            if isinstance(entry, dict) and (only is None or _same_binding(entry, only.get(node))):
                 gone[node] = known.pop(node)
         write_json(path, known)
     return gone
+
+
+def _same_binding(entry: Mapping[str, Any], read: Mapping[str, str] | None) -> bool:
+    return read is not None and all(str(entry.get(k, "")) == read.get(k, "") for k in ("instance_id", "bound_at"))

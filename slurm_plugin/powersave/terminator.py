@@ -3,8 +3,8 @@
 Instances are found per region with one filtered DescribeInstances (cluster + pool tags), then matched to nodes by
 instance id, from the node map the resume worker writes before it sets NodeAddr. NodeAddr (what Slurm knows) is used
 only for a node the map does not know, and never for an instance the map gives to another node: a private IP is
-reused by EC2, so an address alone can name another node's new instance. Instances launched after the request was
-made are never touched (the node may have been resumed again meanwhile).
+reused by EC2, so an address alone can name another node's new instance. A node resumed again after the request (its
+map entry bound later, read anew before terminating and before resetting) keeps its instance, NodeAddr and entry.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from slurm_plugin.powersave.slurm import Slurm, SlurmError, SlurmNode
 from slurm_plugin.telemetry import events
 
 log = logging.getLogger("slurm-suspend")
-# EC2's LaunchTime is in whole seconds (cut, not rounded) and EC2's clock is not ours: an instance whose LaunchTime is
-# less than this before the request may have been launched after it
+# EC2's LaunchTime is in whole seconds (cut, not rounded): an instance whose LaunchTime is less than this before the
+# request may have been launched after it
 LAUNCH_TIME_SLACK = 1.0
 
 
@@ -73,7 +73,14 @@ def terminate_nodes(
             for loc in pool.locations:
                 regions.setdefault(loc.region, set()).add(pool.key)
     settled: set[str] = set()  # regions described and handled without error
-    newer: set[str] = set()  # instances launched after the request: neither terminated nor forgotten
+    kept: set[str] = set()  # nodes resumed again after the request: their instance, NodeAddr and map entry stay
+
+    def resumed_again() -> set[str]:  # read anew before each step that a later resume's binding must stop
+        if requested_at is None:
+            return set()
+        fresh = state.node_map(manifest.state_dir)
+        return {n for n in pool_key if float(fresh.get(n, {}).get("bound_at") or 0) > requested_at}
+
     for region, keys in regions.items():
         try:
             instances = ec2.cluster_instances(region, manifest.cluster, keys)
@@ -89,12 +96,13 @@ def terminate_nodes(
             if owner is None or instance.tags.get(TAG_POOL) != pool_key.get(owner):
                 continue
             if requested_at is not None and _after(requested_at, instance, cached.get(owner)):
-                log.warning(
-                    "%s: %s of %s was launched after this request: left alone", label, instance.instance_id, owner
-                )
-                newer.add(instance.instance_id)
-                continue
+                kept.add(owner)
             targets[instance.instance_id] = owner
+        kept |= resumed_again()  # e.g. bound again to the same instance while this describe ran
+        for iid, owner in list(targets.items()):
+            if owner in kept:
+                log.warning("%s: %s of %s came after this request: left alone", label, iid, owner)
+                del targets[iid]
         if not targets:
             settled.add(region)
             continue
@@ -112,22 +120,23 @@ def terminate_nodes(
               "reason": cause} for iid, node in targets.items()],
         )  # fmt: skip
         log.info("%s: terminated %d instances in %s for %s", label, len(targets), region, compress(targets.values()))
-    done = {n: e["instance_id"] for n, e in cached.items() if e["region"] in settled and e["instance_id"] not in newer}
     found = set(outcome.terminated.values())
     outcome.not_found = [n for n in pool_key if n not in found]
     if outcome.not_found:
         log.info("%s: no instance for %s", label, compress(outcome.not_found))
-    if not _reset_nodes(slurm, list(pool_key), known, label, reason):
+    kept |= resumed_again()
+    if not _reset_nodes(slurm, [n for n in pool_key if n not in kept], known, label, reason):
         outcome.errors.append("slurm")
         return outcome
     # forgotten last: a worker killed before this point leaves the node map as it was, so the next resume finds a live
     # instance and binds it again, and the next suspend terminates it (forgetting first would make it an orphan); a
     # NodeAddr left behind always has its map entry, so no later suspend matches it by address alone (EC2 reuses
     # private IPs at once: that address may be another node's new instance by then)
+    done = {n: e for n, e in cached.items() if e["region"] in settled and n not in kept}
     state.forget_instances(manifest.state_dir, list(done), only=done)
     if manifest.node_names_dir:
-        node_names.withdraw(manifest.node_names_dir, done.values())
-    gone = {n: iid for n, iid in done.items() if iid not in outcome.terminated}  # ended without us (spot, lost)
+        node_names.withdraw(manifest.node_names_dir, [e["instance_id"] for e in done.values()])
+    gone = {n: e["instance_id"] for n, e in done.items() if e["instance_id"] not in outcome.terminated}  # spot, lost
     events.record(
         manifest.state_dir,
         [{"event": "terminated", "node": n, "pool": pool_key[n], "instance_id": iid, "region": cached[n]["region"],
@@ -139,6 +148,8 @@ def terminate_nodes(
 def _reset_nodes(slurm: Slurm, nodes: list[str], known: dict[str, SlurmNode], label: str, reason: str | None) -> bool:
     """NodeAddr/NodeHostname back to the node names (those Slurm did not already show reset), then, with `reason`,
     power them down; False when Slurm refused."""
+    if not nodes:
+        return True
     to_reset = [n for n in nodes if not known or known.get(n) is None or known[n].addr != n or known[n].hostname != n]
     try:
         if to_reset:
@@ -155,8 +166,9 @@ def _reset_nodes(slurm: Slurm, nodes: list[str], known: dict[str, SlurmNode], la
 
 def _after(requested_at: float, instance: Instance, entry: Mapping[str, str] | None) -> bool:
     """Whether the instance came to its node after the request: by when the resume bound it (the node map's
-    `bound_at`, this host's clock, to the millisecond), else by EC2's LaunchTime, within LAUNCH_TIME_SLACK counting
-    as after (such an instance is left alone; if no node claims it, the cluster manager ends it as an orphan)."""
+    `bound_at`, the controller's clock, to the millisecond), else (an instance matched by address, or an entry older
+    than `bound_at`) by EC2's LaunchTime, within LAUNCH_TIME_SLACK counting as after (such an instance is left alone;
+    if no node claims it, the cluster manager ends it as an orphan)."""
     bound_at = (entry or {}).get("bound_at")
     if bound_at:
         return float(bound_at) > requested_at

@@ -21,7 +21,8 @@ from slurm_plugin.powersave.slurm import SlurmNode
 
 
 class FileSlurm:
-    """Slurm's node table as the plugin changes it: address, powered-down reason, DOWN, in one locked JSON file."""
+    """Slurm's node table as the plugin and slurmctld change it, in one locked JSON file: per node its address, reason
+    and power state (`powering_up` from a resume request until the plugin or slurmctld powers it down)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -40,30 +41,35 @@ class FileSlurm:
             tmp.write_text(json.dumps(table))
             tmp.replace(self.path)
 
+    def _update(self, nodes: Iterable[str], **fields: Any) -> None:
+        with self._table() as table:
+            for node in nodes:
+                table[node] = {"addr": None, "reason": "", "power": "powered_down", **table.get(node, {}), **fields}
+
+    # what the plugin does (the Slurm adapter's methods)
     def set_addresses(self, addresses: Mapping[str, str]) -> None:
         with self._table() as table:
             for node, ip in addresses.items():
-                table[node] = {"addr": ip, "reason": ""}
+                table[node] = {**table.get(node, {}), "addr": ip, "reason": ""}
 
     def reset_addresses(self, nodes: Sequence[str]) -> None:
-        with self._table() as table:
-            for node in nodes:
-                table[node] = {**table.get(node, {}), "addr": None}
+        self._update(nodes, addr=None)
 
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
-        with self._table() as table:
-            for node in nodes:
-                table[node] = {"addr": None, "reason": reason}
+        self._update(nodes, addr=None, reason=reason, power="powered_down")
 
     def set_down(self, nodes: Sequence[str], reason: str, resume_after: int) -> None:
         self.power_down(nodes, reason)
 
+    # what slurmctld does itself
+    def power_up(self, nodes: Iterable[str]) -> None:
+        """A resume request: the nodes are POWERING_UP (ResumeTimeout applies) until registered or powered down."""
+        self._update(nodes, power="powering_up")
+
     def suspend_timeout(self, nodes: Iterable[str]) -> None:
-        """Slurm's own step, whatever SuspendProgram did or whether it was killed: after SuspendTimeout a node is
-        POWERED_DOWN and a CLOUD node's NodeAddr is its name again (slurmctld's power_save.c)."""
-        with self._table() as table:
-            for node in nodes:
-                table[node] = {**table.get(node, {}), "addr": None}
+        """Whatever SuspendProgram did or whether it was killed: after SuspendTimeout a node is POWERED_DOWN and a
+        CLOUD node's NodeAddr is its name again (slurmctld's power_save.c)."""
+        self._update(nodes, addr=None, power="powered_down")
 
     def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
         with self._table() as table:

@@ -4,7 +4,7 @@ process timing still varies), counters printed.
 
 Slurm is played as slurmctld behaves: after each round's SuspendTimeout, every node it asked to suspend is powered
 down with its NodeAddr reset, whatever the (maybe killed) suspend worker did. What Slurm would do afterwards is then
-done once: ResumeTimeout runs resume-fail for every node last asked to resume that nobody addressed, and one
+done once: ResumeTimeout runs resume-fail for every node still powering up that nobody addressed, and one
 cluster-manager pass (orphan grace 0) terminates what no node claims. Then, with no fault left:
 0 orphan instances, 0 double launches (every live instance behind exactly one node, no node behind two), 0 wrong
 terminations (every addressed node's instance is alive), every node either up and bound or powered down; and the
@@ -98,7 +98,6 @@ def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
     slurm = FileSlurm(slurm_file)
     counters = {"resumes": 0, "suspends": 0, "killed": 0, "resume_fails": 0}
     killed: set[str] = set()
-    asked: dict[str, str] = {}  # node -> what Slurm last asked of it: resume or suspend
     killed_suspend: set[str] = set()  # nodes whose last request was a suspend whose worker was killed
     for round_no in range(ROUNDS):
         aws.set_faults(_faults(rng))
@@ -120,6 +119,8 @@ def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
                 kind = "resume"
                 resuming.update(nodes)
             requests[request] = (kind, nodes)
+            if kind == "resume":
+                slurm.power_up(nodes)
             workers[request] = _start(kind, manifest_file, slurm_file, request, nodes)
             counters[f"{kind}s"] += 1
         if rng.random() < 0.5:  # a worker dies mid-flight (OOM killer, controller reboot)
@@ -131,7 +132,6 @@ def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
         for worker in workers.values():
             worker.wait(timeout=180)
         for request, (kind, nodes) in requests.items():
-            asked.update(dict.fromkeys(nodes, kind))
             if kind == "suspend" and request in killed:
                 killed_suspend.update(nodes)
             else:
@@ -139,9 +139,10 @@ def test_fault_soak_leaves_no_orphan_no_double_launch_and_no_wrong_termination(
         slurm.suspend_timeout(suspending)
     counters["killed"] = len(killed)
     aws.clear_faults()
-    # Slurm's ResumeTimeout: every node last asked to resume that nobody addressed gets resume-fail
+    # Slurm's ResumeTimeout: every node still powering up that nobody addressed gets resume-fail (not those the plugin
+    # powered down itself: no capacity)
     table = slurm.snapshot()
-    unaddressed = [n for n, kind in asked.items() if kind == "resume" and not table.get(n, {}).get("addr")]
+    unaddressed = [n for n, e in table.items() if e.get("power") == "powering_up" and not e.get("addr")]
     if unaddressed:
         _start("resume-fail", manifest_file, slurm_file, "soak-timeout", unaddressed).wait(timeout=180)
         counters["resume_fails"] = len(unaddressed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from localcloud.emulated_aws import EmulatedAws
 from localcloud.faults import CapacityFault, Faults
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave import state
+from slurm_plugin.powersave.ec2 import Ec2, Instance
 from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.slurm import Scontrol, SlurmError, parse_show_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
@@ -103,10 +105,42 @@ def test_suspend_tells_a_newer_instance_by_when_the_resume_bound_it(aws: Emulate
     outcome = terminate_nodes(manifest, ["cpu-c7i-7"], ec2_for(aws), slurm, "suspend", requested_at=before)
     assert outcome.terminated == {} and len(live_instances(aws, manifest.cluster)) == 1
     assert state.node_map(manifest.state_dir)["cpu-c7i-7"]["instance_id"] == launched.instance_id  # still its node's
+    assert slurm.addresses == {"cpu-c7i-7": launched.private_ip}  # and its NodeAddr (the later resume's)
     after = bound_at + 0.05  # within the second of its LaunchTime, but after the bind
     outcome = terminate_nodes(manifest, ["cpu-c7i-7"], ec2_for(aws), slurm, "suspend", requested_at=after)
     assert outcome.terminated == {launched.instance_id: "cpu-c7i-7"} and live_instances(aws, manifest.cluster) == []
     assert "cpu-c7i-7" not in state.node_map(manifest.state_dir)
+
+
+class _RebindingEc2:
+    """The node is resumed again while this suspend describes: a later resume binds it anew to the same live
+    instance (already_running), after the suspend's request."""
+
+    def __init__(self, ec2: Ec2, state_dir: str, node: str) -> None:
+        self.ec2, self.state_dir, self.node = ec2, state_dir, node
+
+    def cluster_instances(self, region: str, cluster: str, keys: set[str]) -> list[Instance]:
+        found = self.ec2.cluster_instances(region, cluster, keys)
+        entry = state.node_map(self.state_dir)[self.node]
+        state.remember_instances(self.state_dir, {self.node: {**entry, "bound_at": f"{time.time():.3f}"}})
+        return found
+
+    def terminate(self, region: str, ids: list[str]) -> None:
+        self.ec2.terminate(region, ids)
+
+
+def test_a_node_bound_again_while_its_suspend_runs_keeps_its_instance_address_and_map_entry(
+    aws: EmulatedAws, manifest: Manifest
+) -> None:
+    slurm = FakeSlurm()
+    launched = resume_nodes(manifest, ["cpu-c7i-8"], [], ec2_for(aws), slurm, rid("rg")).launched["cpu-c7i-8"]
+    requested_at = time.time()  # after the first binding: this suspend is for it
+    rebinding = _RebindingEc2(ec2_for(aws), manifest.state_dir, "cpu-c7i-8")
+    outcome = terminate_nodes(manifest, ["cpu-c7i-8"], rebinding, slurm, "suspend", requested_at=requested_at)  # type: ignore[arg-type]
+    assert outcome.terminated == {}
+    assert [i["InstanceId"] for i in live_instances(aws, manifest.cluster)] == [launched.instance_id]
+    assert state.node_map(manifest.state_dir)["cpu-c7i-8"]["instance_id"] == launched.instance_id
+    assert slurm.addresses == {"cpu-c7i-8": launched.private_ip}  # the later resume's NodeAddr, not reset
 
 
 def test_without_a_node_map_entry_suspend_reads_launch_time_as_whole_seconds(
@@ -116,7 +150,7 @@ def test_without_a_node_map_entry_suspend_reads_launch_time_as_whole_seconds(
     made at x.5 s: left alone."""
     slurm = FakeSlurm()
     launched = resume_nodes(manifest, ["cpu-c7i-5"], [], ec2_for(aws), slurm, rid("rd")).launched["cpu-c7i-5"]
-    state.forget_instances(manifest.state_dir, ["cpu-c7i-5"])  # e.g. written by a release without the node map
+    state.forget_instances(manifest.state_dir, ["cpu-c7i-5"])  # a node the map does not know: matched by NodeAddr
     assert launched.launch_time is not None and launched.launch_time == int(launched.launch_time)
     address = slurm.addresses["cpu-c7i-5"]
     same_second = launched.launch_time + 0.5
