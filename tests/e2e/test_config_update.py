@@ -3,13 +3,17 @@ points the config URL parameter at it (localcloud.controller_boot.deploy_config 
 the controller's slurm-config-sync unit runs assets/bootstrap/elastic-slurm-config-apply --reload, exactly as the
 timer does on EC2. A pool grows while a job runs on it: the job keeps running, the new nodes exist in Slurm and in
 the plugin's manifest, a job placed on a new node gets an instance of that pool, and an unchanged parameter is a no-op.
+A slurmdbd_settings edit restarts slurmdbd; turning rest_api off and on stops and starts slurmrestd and the web page.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +21,9 @@ import pytest
 import yaml
 
 from cluster_config import load
-from localcloud import controller_boot, procs
+from localcloud import controller_boot, procs, webui_browser
 from localcloud.cloud import LocalCloud
+from localcloud.ops import OpsError
 from slurm_plugin.manifest import Manifest
 from tests.e2e.conftest import CONFIG, module_cloud
 
@@ -40,13 +45,16 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
         config.unlink(missing_ok=True)
 
 
+def _on_controller_env(cloud: LocalCloud, command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`command` (a shell line) on the controller with the boot's environment (/etc/elastic-slurm/env)."""
+    line = f"set -a; . /etc/elastic-slurm/env; set +a; exec {command}"
+    return cloud.on_controller(["/bin/bash", "-c", line], timeout=timeout)
+
+
 def _run_sync_unit(cloud: LocalCloud) -> str:
     """Start the sync service on the controller as its timer does (the systemctl stand-in runs the unit's ExecStart
     with its EnvironmentFile); returns the unit's log."""
-    result = cloud.on_controller(
-        ["/bin/bash", "-c", f"set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start {SYNC_UNIT}"],
-        timeout=240,
-    )
+    result = _on_controller_env(cloud, f"systemctl start {SYNC_UNIT}", timeout=240)
     log = cloud.layout.run / "units" / f"{SYNC_UNIT}.log"
     text = log.read_text(errors="replace") if log.exists() else ""
     assert result.returncode == 0, result.stderr + text[-3000:]
@@ -156,3 +164,61 @@ def test_a_slurmdbd_settings_edit_restarts_slurmdbd_on_the_new_slurmdbd_conf(clo
     # slurmctld still talks to it: a job's record reaches the database
     (record,) = cloud.wait_jobs_done([cloud.sbatch("-p", "cpu", "-N1", wrap="true")], timeout=120)
     assert record.state == "COMPLETED", record
+
+
+REST_UNITS = ("slurmrestd.service", "slurm-webui.service")
+
+
+def _deploy_rest_api(cloud: LocalCloud, enabled: bool) -> str:
+    """What `cdk deploy` does with a YAML whose cluster has rest_api.enabled = `enabled`; returns the object URL."""
+    path = Path(cloud.info().config_path)
+    data = yaml.safe_load(path.read_text())
+    data["clusters"][0]["rest_api"] = {"enabled": enabled}
+    path.write_text(yaml.safe_dump(data))
+    aws = cloud.aws()
+    return controller_boot.deploy_config(lambda s, r: aws.client(s, r), load(path).clusters[0], path)
+
+
+def _rest_state(cloud: LocalCloud) -> tuple[list[int], int | None, str]:
+    """The units' `systemctl is-active` codes, the page's answer to a partitions query with a fresh token (None: no
+    answer at all), and slurm.conf's AuthAltTypes as slurmctld runs it."""
+    active = [_on_controller_env(cloud, f"systemctl is-active {unit}").returncode for unit in REST_UNITS]
+    config = cloud.slurm("scontrol", "show", "config")
+    alt = re.search(r"^AuthAltTypes\s*=\s*(\S+)", config, re.MULTILINE)
+    request = urllib.request.Request(
+        webui_browser.page_url(cloud).rstrip("/") + "/slurm/v0.0.42/partitions/",
+        headers={"X-SLURM-USER-NAME": webui_browser.JOB_USER, "X-SLURM-USER-TOKEN": _token_or_empty(cloud)},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            status: int | None = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (urllib.error.URLError, ConnectionError):
+        status = None
+    return active, status, alt.group(1) if alt else "(missing)"
+
+
+def _token_or_empty(cloud: LocalCloud) -> str:
+    try:
+        return webui_browser.token(cloud)
+    except OpsError:  # no JWT auth configured: `scontrol token` fails
+        return ""
+
+
+def test_the_rest_api_is_stopped_and_started_again_by_config_edits(cloud: LocalCloud) -> None:
+    """rest_api.enabled is applied in place (update_policy: reconfigure): off stops slurmrestd and the web page and
+    drops JWT from slurm.conf; on again starts them with the JWT key kept in StateSaveLocation."""
+    assert _rest_state(cloud) == ([0, 0], 200, "auth/jwt")
+    log_size = (cloud.layout.run / "units" / f"{SYNC_UNIT}.log").stat().st_size
+
+    url = _deploy_rest_api(cloud, enabled=False)
+    log = _run_sync_unit(cloud)[log_size:]
+    assert f"applied {url} (reconfigured)" in log, log
+    active, status, alt = _rest_state(cloud)
+    assert all(code != 0 for code in active) and status is None and alt == "(null)", (active, status, alt)
+
+    url = _deploy_rest_api(cloud, enabled=True)
+    log = _run_sync_unit(cloud)[log_size:]
+    assert f"applied {url} (reconfigured)" in log, log
+    assert _rest_state(cloud) == ([0, 0], 200, "auth/jwt")
