@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -167,6 +168,7 @@ def test_a_slurmdbd_settings_edit_restarts_slurmdbd_on_the_new_slurmdbd_conf(clo
 
 
 REST_UNITS = ("slurmrestd.service", "slurm-webui.service")
+RestState = tuple[list[int], int | None, str]  # is-active codes, the page's HTTP status (None: no answer), AuthAltTypes
 
 
 def _deploy_rest_api(cloud: LocalCloud, enabled: bool) -> str:
@@ -179,7 +181,7 @@ def _deploy_rest_api(cloud: LocalCloud, enabled: bool) -> str:
     return controller_boot.deploy_config(lambda s, r: aws.client(s, r), load(path).clusters[0], path)
 
 
-def _rest_state(cloud: LocalCloud) -> tuple[list[int], int | None, str]:
+def _rest_state(cloud: LocalCloud) -> RestState:
     """The units' `systemctl is-active` codes, the page's answer to a partitions query with a fresh token (None: no
     answer at all), and slurm.conf's AuthAltTypes as slurmctld runs it."""
     active = [_on_controller_env(cloud, f"systemctl is-active {unit}").returncode for unit in REST_UNITS]
@@ -199,6 +201,17 @@ def _rest_state(cloud: LocalCloud) -> tuple[list[int], int | None, str]:
     return active, status, alt.group(1) if alt else "(missing)"
 
 
+def _settled_rest_state(cloud: LocalCloud, expected: RestState) -> RestState:
+    """_rest_state once it is `expected`, else its last value after 60 s (the units are Type=simple: started, not
+    yet listening)."""
+    deadline = time.monotonic() + 60
+    while True:
+        state = _rest_state(cloud)
+        if state == expected or time.monotonic() > deadline:
+            return state
+        time.sleep(1)
+
+
 def _token_or_empty(cloud: LocalCloud) -> str:
     try:
         return webui_browser.token(cloud)
@@ -209,16 +222,17 @@ def _token_or_empty(cloud: LocalCloud) -> str:
 def test_the_rest_api_is_stopped_and_started_again_by_config_edits(cloud: LocalCloud) -> None:
     """rest_api.enabled is applied in place (update_policy: reconfigure): off stops slurmrestd and the web page and
     drops JWT from slurm.conf; on again starts them with the JWT key kept in StateSaveLocation."""
-    assert _rest_state(cloud) == ([0, 0], 200, "auth/jwt")
+    running = ([0, 0], 200, "auth/jwt")
+    assert _settled_rest_state(cloud, running) == running
     log_size = (cloud.layout.run / "units" / f"{SYNC_UNIT}.log").stat().st_size
 
     url = _deploy_rest_api(cloud, enabled=False)
     log = _run_sync_unit(cloud)[log_size:]
     assert f"applied {url} (reconfigured)" in log, log
-    active, status, alt = _rest_state(cloud)
-    assert all(code != 0 for code in active) and status is None and alt == "(null)", (active, status, alt)
+    stopped = ([3, 3], None, "(null)")  # is-active: 3 = inactive; nothing answers on the page's port
+    assert _settled_rest_state(cloud, stopped) == stopped
 
     url = _deploy_rest_api(cloud, enabled=True)
     log = _run_sync_unit(cloud)[log_size:]
     assert f"applied {url} (reconfigured)" in log, log
-    assert _rest_state(cloud) == ([0, 0], 200, "auth/jwt")
+    assert _settled_rest_state(cloud, running) == running
