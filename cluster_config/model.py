@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field
 
 from cluster_config import model_site, slurm_release, slurm_syntax
 from cluster_config.model_access import Directory, LoginPool
@@ -25,9 +25,9 @@ from cluster_config.model_base import (
     NAME_PATTERN,
     REGION_PATTERN,
     SECURITY_GROUP_PATTERN,
+    CidrList,
     PurchaseOption,
     StrictModel,
-    cidrs,
 )
 from cluster_config.model_budget import Budget
 from cluster_config.model_infra import (
@@ -315,7 +315,7 @@ class Cluster(StrictModel):
     preemption: Preemption = Field(default_factory=Preemption, description="Preemption policy.")
     health_checks: HealthChecks = Field(default_factory=HealthChecks, description="Health checks.")
     slurm: SlurmTimers = Field(default_factory=SlurmTimers, description="Power-save timers.")
-    ssh_allowed_cidrs: list[str] = Field(
+    ssh_allowed_cidrs: CidrList = Field(
         default_factory=list, description="CIDRs allowed to SSH to the controllers and login nodes."
     )
     iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
@@ -342,11 +342,6 @@ class Cluster(StrictModel):
         description="Global gres.conf lines (`Key: value`), written before the GPU pools' lines; keys of a GPU's line are "
         "refused (set them in pools[].gres_settings; docs/custom-settings.md). E.g. AutoDetect: off",
     )
-
-    @field_validator("ssh_allowed_cidrs")
-    @classmethod
-    def _cidrs(cls, values: list[str]) -> list[str]:
-        return cidrs(values)
 
 
 # ---------------------------------------------------------------- multi-cluster

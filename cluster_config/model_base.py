@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 NAME_PATTERN = r"^[a-z][a-z0-9]*$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
@@ -38,6 +39,9 @@ def cidrs(values: list[str]) -> list[str]:
         except ValueError as exc:
             raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
     return values
+
+
+CidrList = Annotated[list[str], AfterValidator(cidrs)]  # IPv4 or IPv6 CIDRs, each checked
 
 
 class StrictModel(BaseModel):

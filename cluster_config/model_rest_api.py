@@ -7,9 +7,9 @@ forwards `/slurm/...` and `/openapi/...` to it, so one port is opened, and only 
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from cluster_config.model_base import StrictModel, cidrs
+from cluster_config.model_base import CidrList, StrictModel
 
 DEFAULT_RESTD_PORT = 6820  # Slurm's default slurmrestd port
 DEFAULT_WEB_PORT = 8080  # the web page and the /slurm/ proxy
@@ -36,13 +36,8 @@ class RestApi(StrictModel):
         le=65535,
         description="Port of the web page and of the REST API through it (`/slurm/...`, `/openapi/...`), plain HTTP.",
     )
-    allowed_cidrs: list[str] = Field(
+    allowed_cidrs: CidrList = Field(
         default_factory=list,
         description="CIDRs the controllers' security group lets reach `web_port` (e.g. your VPN's); empty: "
         "only through an SSH tunnel. Tokens travel in clear text: never 0.0.0.0/0.",
     )
-
-    @field_validator("allowed_cidrs")
-    @classmethod
-    def _cidrs(cls, values: list[str]) -> list[str]:
-        return cidrs(values)

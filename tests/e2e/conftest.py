@@ -57,23 +57,33 @@ def cloud(request: pytest.FixtureRequest) -> Iterator[LocalCloud]:
 
 
 @contextmanager
+def kept_on_failure(request: pytest.FixtureRequest, state_dir: Path, label: str) -> Iterator[None]:
+    """Removes `state_dir` after the block, unless a test failed meanwhile or ELASTIC_SLURM_E2E_KEEP is set: then it
+    says where the logs are. Stop the block's daemons inside it."""
+    failed_before = request.session.testsfailed
+    try:
+        yield
+    finally:
+        if request.session.testsfailed == failed_before and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
+            shutil.rmtree(state_dir, ignore_errors=True)
+        else:
+            print(f"{label}: logs kept in {state_dir}")
+
+
+@contextmanager
 def module_cloud(request: pytest.FixtureRequest, config: Path, state_dir: Path, label: str) -> Iterator[LocalCloud]:
     """A local cloud of its own for one test module (`config`, in `state_dir`), always torn down; its state dir (logs)
     is kept only when a test of the module failed or ELASTIC_SLURM_E2E_KEEP is set. Skips without the prerequisites."""
     reason = missing_prereqs()
     if reason:
         pytest.skip(f"{label}: {reason}")
-    cloud = LocalCloud(state_dir)
-    failed_before = request.session.testsfailed
-    try:
-        cloud.up(config, boot_delay=1.0)
-        yield cloud
-    finally:
-        cloud.down()
-        if request.session.testsfailed == failed_before and not os.environ.get("ELASTIC_SLURM_E2E_KEEP"):
-            shutil.rmtree(state_dir, ignore_errors=True)
-        else:
-            print(f"{label}: logs kept in {state_dir / 'log'}")
+    with kept_on_failure(request, state_dir, label):
+        cloud = LocalCloud(state_dir)
+        try:
+            cloud.up(config, boot_delay=1.0)
+            yield cloud
+        finally:
+            cloud.down()
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ only lean on it for speed (a warm or cold fed-b node); each waits for the state 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import time
@@ -26,7 +25,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.faults import CapacityFault, Faults
 from localcloud.federation import LocalFederation
 from localcloud.ops import LIVE
-from tests.e2e.conftest import missing_prereqs
+from tests.e2e.conftest import kept_on_failure, missing_prereqs
 from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, lmstat_with_usage, run_license_sync
 
 pytestmark = pytest.mark.e2e
@@ -97,17 +96,13 @@ def fed(request: pytest.FixtureRequest) -> Iterator[Fed]:
     if reason:
         pytest.skip(f"federation e2e: {reason}")
     state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-fed-e2e-", dir="/var/tmp"))
-    federation = LocalFederation(state_dir)
-    failed_before = request.session.testsfailed
-    try:
-        federation.up(CONFIG, boot_delay=1.0)
-        yield Fed(federation, load(CONFIG))
-    finally:
-        federation.down()
-        if request.session.testsfailed == failed_before:
-            shutil.rmtree(state_dir, ignore_errors=True)
-        else:
-            print(f"federation e2e: logs kept in {state_dir}/*/log")
+    with kept_on_failure(request, state_dir, "federation e2e"):  # logs: <cluster>/log
+        federation = LocalFederation(state_dir)
+        try:
+            federation.up(CONFIG, boot_delay=1.0)
+            yield Fed(federation, load(CONFIG))
+        finally:
+            federation.down()
 
 
 def _assert_no_orphans(cloud: LocalCloud) -> None:

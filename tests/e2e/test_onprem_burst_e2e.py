@@ -10,7 +10,6 @@ what the emulated EC2 holds (the cloud's instances; none for the site's nodes).
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.onprem_site import NODES, OnpremSite
 from localcloud.ops import LIVE
 from localcloud.slurm_root import JOB_USER
-from tests.e2e.conftest import missing_prereqs
+from tests.e2e.conftest import kept_on_failure, missing_prereqs
 
 pytestmark = pytest.mark.e2e
 
@@ -94,20 +93,16 @@ def burst(request: pytest.FixtureRequest) -> Iterator[Burst]:
     if reason:
         pytest.skip(f"on-prem burst e2e: {reason}")
     state_dir = Path(tempfile.mkdtemp(prefix="elastic-slurm-onprem-e2e-", dir="/var/tmp"))
-    cloud = LocalCloud(state_dir / "cloud")
-    site = OnpremSite(state_dir / "site", cloud)
-    failed_before = request.session.testsfailed
-    try:
-        cloud.up(CONFIG, boot_delay=1.0)
-        site.up(CONFIG, SITE)
-        yield Burst(cloud, site)
-    finally:
-        site.down()
-        cloud.down()
-        if request.session.testsfailed == failed_before:
-            shutil.rmtree(state_dir, ignore_errors=True)
-        else:
-            print(f"on-prem burst e2e: logs kept in {state_dir}/cloud/log and {state_dir}/site/log")
+    with kept_on_failure(request, state_dir, "on-prem burst e2e"):  # logs: cloud/log and site/log
+        cloud = LocalCloud(state_dir / "cloud")
+        site = OnpremSite(state_dir / "site", cloud)
+        try:
+            cloud.up(CONFIG, boot_delay=1.0)
+            site.up(CONFIG, SITE)
+            yield Burst(cloud, site)
+        finally:
+            site.down()
+            cloud.down()
 
 
 def test_the_deployment_registered_the_site_its_users_and_its_license_share(burst: Burst) -> None:
