@@ -93,10 +93,16 @@ def test_pending_reason_and_cool_down_of_every_az_follow_a_capacity_outage(cloud
     job = cloud.sbatch("-w", node, wrap="true")
     cloud.wait_until(lambda: cloud.job_restarts(job) >= 1, 90, f"job {job} requeued after the capacity error")
     assert [i for i in cloud.instances() if i.instance_id not in before] == []  # EC2 launched nothing
-    cloud.wait_until(lambda: _reason(cloud, job) not in ("", "None"), 60, f"a pending reason for job {job}")
-    reason = _reason(cloud, job)
+    reasons: list[str] = []  # the job's pending reason at each look: "Cleaning" passes in a moment, then it settles
+
+    def shown() -> bool:
+        reasons.append(_reason(cloud, job))
+        query = f'sum(slurm_jobs{{state="pending", reason="{reasons[-1]}"}})'
+        return reasons[-1] not in ("", "None", "Cleaning") and _value(url, query) >= 1
+
+    cloud.wait_until(shown, 90, f"job {job} pending in Prometheus with the reason squeue gives")
+    reason = reasons[-1]
     pending = f'sum(slurm_jobs{{state="pending", reason="{reason}"}})'
-    _wait_value(cloud, url, pending, lambda v: v >= 1, f"job {job} pending on {reason} in Prometheus")
     manifest = load_manifest(cloud.layout.etc / "manifest.json")
     (pool,) = [p for p in manifest.pools if p.key == "cpu-small"]
     azs_of_pool = len({loc.availability_zone for loc in pool.locations})  # both regions' (local-demo.yaml)
