@@ -13,16 +13,16 @@ from dataclasses import dataclass
 
 from cluster_config import slurm_release
 from cluster_config.allocation_checks import allocation_problems
+from cluster_config.efa import efa_problems
 from cluster_config.model import Cluster, ElasticSlurmConfig, ExistingNetwork, NewNetwork, Pool, PurchaseOption
 from cluster_config.model_site import MAX_ENCODED_ACTIONS, CustomActions
 from cluster_config.onprem_checks import onprem_problems
+from cluster_config.os_checks import os_problems
 from cluster_config.rest_api_checks import rest_api_accounting_problems, rest_api_problems
 from cluster_config.topology_checks import topology_problems
 
 # A node name is a DNS label: at most 63 characters.
 MAX_NODE_NAME = 63
-# Base OSes for which AWS publishes no FSx for Lustre client (docs/images.md).
-NO_LUSTRE_CLIENT = frozenset({"debian13"})
 # AWS reserves 5 addresses in every subnet.
 AWS_RESERVED_PER_SUBNET = 5
 _GRAVITON_FAMILY = re.compile(r"^[a-z]+\d+[a-z-]*g[a-z-]*$")
@@ -124,6 +124,8 @@ def _check_cluster(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     yield from _check_storage(cluster, path)
     yield from _check_images(cluster, path)
     yield from (ConfigError(where, message) for where, message in topology_problems(cluster, path))
+    yield from (ConfigError(where, message) for where, message in efa_problems(cluster, path))
+    yield from (ConfigError(where, message) for where, message in os_problems(cluster, path, architecture_of))
     yield from (ConfigError(where, message) for where, message in rest_api_problems(cluster, path))
     regions = [r.region for r in cluster.remote_regions]
     for ri, region in enumerate(regions):
@@ -254,11 +256,6 @@ def _check_images(cluster: Cluster, path: str) -> Iterator[ConfigError]:
             f"{path}.images.slurm_source",
             f"Slurm {images.slurm_version} has no pinned source (the pinned release is {slurm_release.VERSION}):"
             " give its url and sha256",
-        )
-    if images.base_os in NO_LUSTRE_CLIENT and cluster.storage.fsx_lustre is not None:
-        yield ConfigError(
-            f"{path}.storage.fsx_lustre",
-            f"AWS publishes no FSx for Lustre client for base_os {images.base_os}: choose another images.base_os",
         )
 
 

@@ -2,8 +2,10 @@
 
 EC2 hours (controllers, `min_nodes` always-on nodes, login nodes) come from a price lookup the caller builds from the
 instance cache (`elastic-slurm instance-cache refresh`); everything else from the public us-east-1 list prices below
-(approximate elsewhere). Usage-priced items (EFS bytes, S3, data transfer, logs) are left out: they are near zero on
-an idle cluster. docs/deploy.md explains each line.
+(approximate elsewhere). Usage-priced items (EFS bytes, S3, data transfer, the Slurm logs) are left out: they are near
+zero on an idle cluster. One usage-priced item is modelled because it never stops: the VPC flow logs of a created VPC
+(stacks/network.py, to CloudWatch Logs) record the always-on instances' traffic even with no job running (FLOW_LOG_*
+below states the assumed idle traffic). docs/deploy.md and docs/cost.md explain each line.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ RDS_INSTANCE_HOUR = {
 LUSTRE_GIB_MONTH = {"SCRATCH_2": 0.14, "PERSISTENT_2": 0.145}
 ONTAP_GIB_MONTH, ONTAP_MBPS_MONTH = 0.125, 0.72
 OPENZFS_GIB_MONTH, OPENZFS_MBPS_MONTH = 0.09, 0.26
+
+# VPC flow logs are "vended logs": CloudWatch Logs bills their delivery per GB ingested (first 10 TB a month) and their
+# storage per GB-month (https://aws.amazon.com/cloudwatch/pricing/, Logs: Vended Logs, Delivery to CloudWatch Logs).
+FLOW_LOG_INGEST_GB = 0.50
+LOGS_STORAGE_GB_MONTH = (
+    0.03  # the flow log group keeps one month (stacks/network.py): an upper bound (billed compressed)
+)
+# Assumed idle traffic, a documented guess (docs/cost.md): the flow log writes one record per flow (5-tuple, so each
+# direction of a connection) per network interface per aggregation interval (10 minutes, the default), and an idle
+# always-on instance opens about 60 short flows every 10 minutes (the cluster manager's and timers' AWS calls, the
+# CloudWatch and SSM agents, NFS to EFS, slurmdbd's database connection, slurmctld's pings): 120 records for its own
+# interface, as many again on the interface of the endpoint, NAT gateway, mount target or database at the other end.
+FLOW_LOG_RECORDS_PER_INSTANCE_HOUR = 2 * 120 * 6
+FLOW_LOG_RECORD_BYTES = 150  # a default-format (version 2) record is about 110 characters, rounded up for metering
 
 PriceLookup = Callable[[str, str], float | None]  # (region, instance type) -> on-demand USD/hour, None if unknown
 
@@ -96,6 +112,8 @@ def _cluster(cluster: Cluster, on_demand: PriceLookup, estimate: CostEstimate) -
         _hourly(estimate, label, login.count, on_demand(cluster.region, login.instance_type))
         if login.count:
             items.append((f"{label}: root volumes", login.count * COMPUTE_ROOT_GIB[False] * GP3_GIB_MONTH))
+    if isinstance(cluster.network, NewNetwork):
+        items.append(_flow_logs(cluster))
     networks = [cluster.network, *(r.network for r in cluster.remote_regions)]
     for network in networks:
         if isinstance(network, NewNetwork):
@@ -118,6 +136,23 @@ def _cluster(cluster: Cluster, on_demand: PriceLookup, estimate: CostEstimate) -
         usd = zfs.storage_capacity_gib * OPENZFS_GIB_MONTH + zfs.throughput_mbps * OPENZFS_MBPS_MONTH
         items.append((f"{name}: FSx for OpenZFS", usd))
     items.append((f"{name}: munge secret, alerts KMS key, dashboard", SECRET_MONTH + KMS_KEY_MONTH + DASHBOARD_MONTH))
+
+
+def always_on_instances(cluster: Cluster) -> int:
+    """Instances that run with no job: controllers, login nodes and every pool's `min_nodes`."""
+    pools = sum(pool.min_nodes for partition in cluster.partitions for pool in partition.pools)
+    return cluster.controller.count + sum(login.count for login in cluster.login_nodes) + pools
+
+
+def _flow_logs(cluster: Cluster) -> tuple[str, float]:
+    """The home VPC's flow logs at the assumed idle traffic of the cluster's always-on instances (remote regions' VPCs
+    hold no always-on instance but `min_nodes` placed there, counted here too)."""
+    instances = always_on_instances(cluster)
+    gb = instances * FLOW_LOG_RECORDS_PER_INSTANCE_HOUR * HOURS_PER_MONTH * FLOW_LOG_RECORD_BYTES / 1e9
+    return (
+        f"{cluster.name}: VPC flow logs (~{gb:.1f} GB/month of {instances} always-on instance(s))",
+        gb * (FLOW_LOG_INGEST_GB + LOGS_STORAGE_GB_MONTH),
+    )
 
 
 def _accounting(config: ElasticSlurmConfig, estimate: CostEstimate) -> None:

@@ -46,6 +46,7 @@ from cluster_config.model_infra import (
 from cluster_config.model_onprem import OnpremCluster
 from cluster_config.model_rest_api import RestApi
 from cluster_config.model_site import CapacityReservation, CustomAction, CustomActions, IamPolicies
+from cluster_config.safe_types import HttpsUrl, SafeText, ScheduleExpression, SystemdCalendar, Tags
 from cluster_config.slurm_settings import (
     CGROUP_OWNED,
     CLUSTER_OWNED,
@@ -96,7 +97,7 @@ __all__ = [  # the sections' models and patterns, re-exported: `from cluster_con
 class SlurmSource(StrictModel):
     """Where an image gets the Slurm source when it builds a release other than the pinned one."""
 
-    url: str = Field(pattern=r"^https://\S+$", description="HTTPS URL of the source tarball (e.g. SchedMD's .tar.bz2).")
+    url: HttpsUrl = Field(description="HTTPS URL of the source tarball (e.g. SchedMD's .tar.bz2).")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Its sha256; the build stops on any other content.")
 
 
@@ -117,8 +118,9 @@ class Images(StrictModel):
         description="Source tarball and sha256 of `slurm_version`; required for any release but the pinned one"
         " (cluster_config/slurm_release.py).",
     )
-    rebuild_schedule: str | None = Field(
-        default="cron(0 4 ? * SUN *)", description="Image Builder schedule expression; null: build only on deploy."
+    rebuild_schedule: ScheduleExpression | None = Field(
+        default="cron(0 4 ? * SUN *)",
+        description="Image Builder schedule expression, cron(...) or rate(...); null: build only on deploy.",
     )
 
     def source(self) -> SlurmSource:
@@ -222,6 +224,12 @@ class Pool(StrictModel):
         "step. EC2 reports network nodes for some instance types only (hpc, p, trn, g6e, ...); nodes of other types "
         "stay under their pool's switch (docs/topology.md).",
     )
+    efa: bool | None = Field(
+        default=None,
+        description="Attach Elastic Fabric Adapters to this pool's nodes (docs/efa.md); the instance types must "
+        "support EFA. Default (null): on for a placement-group pool whose instance types all have a known EFA "
+        "layout (p5.48xlarge, p5e.48xlarge) and no capacity_reservation, off otherwise.",
+    )
 
 
 class Partition(StrictModel):
@@ -247,7 +255,7 @@ class Partition(StrictModel):
         "a scheduling resource (OverSubscribe=EXCLUSIVE, SelectTypeParameters=CR_Core): less for slurmctld to track, "
         "as Slurm's large-cluster guide advises (docs/scheduling.md).",
     )
-    share_nodes_of: list[str] = Field(
+    share_nodes_of: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
         default_factory=list,
         description=(
             "Also schedule on the nodes of these partitions of the same cluster — e.g. an interactive partition with a"
@@ -319,7 +327,11 @@ class Cluster(StrictModel):
         default_factory=list, description="CIDRs allowed to SSH to the controllers and login nodes."
     )
     iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource of this cluster.")
+    tags: Tags = Field(
+        default_factory=dict,
+        description="Tags added to every resource of this cluster (AWS tag characters: letters, digits, spaces and "
+        "_.:/=+-@; no key starting with aws:).",
+    )
     budget: Budget | None = Field(
         default=None, description="A monthly AWS Budgets cost budget with email and alerts-topic alerts (docs/cost.md)."
     )
@@ -352,11 +364,18 @@ class License(StrictModel):
     count: int = Field(ge=0, description="Licenses Slurm may hand out.")
     server_type: Literal["flexlm", "rlm", "static"] = Field(default="static", description="Where counts come from.")
     server: str | None = Field(default=None, pattern=r"^\d+@[A-Za-z0-9.-]+$", description="port@host of the server.")
-    feature: str | None = Field(default=None, description="Feature name on the server; default: `name`.")
-    sync_schedule: str | None = Field(
-        default=None, description="systemd OnCalendar expression for the sync; null: none."
+    feature: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.+-]+$",
+        max_length=64,
+        description="Feature name on the server; default: `name`.",
     )
-    clusters: dict[str, int] = Field(
+    sync_schedule: SystemdCalendar | None = Field(
+        default=None,
+        description="systemd OnCalendar expression for the sync, e.g. '*:0/5' (systemd.time(7); no '%', '\\' or ';');"
+        " null: none.",
+    )
+    clusters: dict[Annotated[str, Field(pattern=CLUSTER_NAME_PATTERN)], int] = Field(
         default_factory=dict,
         description="Percent of the licenses each cluster may use; at most 100 in all (Slurm refuses more). "
         "Default: 100 for all.",
@@ -367,20 +386,29 @@ class Federation(StrictModel):
     """A Slurm federation of clusters sharing the accounting database."""
 
     name: str = Field(pattern=CLUSTER_NAME_PATTERN, description="Federation name.")
-    clusters: list[str] = Field(min_length=2, description="Names of the member clusters.")
-    cluster_features: dict[str, list[Annotated[str, Field(pattern=FEATURE_PATTERN)]]] = Field(
+    clusters: list[Annotated[str, Field(pattern=CLUSTER_NAME_PATTERN)]] = Field(
+        min_length=2, description="Names of the member clusters."
+    )
+    cluster_features: dict[
+        Annotated[str, Field(pattern=CLUSTER_NAME_PATTERN)], list[Annotated[str, Field(pattern=FEATURE_PATTERN)]]
+    ] = Field(
         default_factory=dict,
         description="Slurm cluster features per member (jobs pick clusters with `--cluster-constraint`).",
     )
 
 
+_SACCT_NAME = r"^[a-z][a-z0-9_-]*$"  # QOS and account names (sacctmgr)
+
+
 class SlurmQos(StrictModel):
     """A Slurm QOS applied with sacctmgr (idempotently; QOS not in the file are left alone)."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="QOS name.")
-    description: str | None = Field(default=None, description="Free text; default: the name.")
+    name: str = Field(pattern=_SACCT_NAME, description="QOS name.")
+    description: SafeText | None = Field(default=None, description="Free text (one line); default: the name.")
     priority: int = Field(default=0, ge=0, description="QOS priority (adds to the job priority).")
-    preempt: list[str] = Field(default_factory=list, description="QOS this one may preempt (with preemption type qos).")
+    preempt: list[Annotated[str, Field(pattern=_SACCT_NAME)]] = Field(
+        default_factory=list, description="QOS this one may preempt (with preemption type qos)."
+    )
     preempt_mode: Literal["cluster", "requeue", "suspend", "cancel"] = Field(
         default="cluster", description="PreemptMode of jobs in this QOS; `cluster`: the cluster's mode."
     )
@@ -389,10 +417,10 @@ class SlurmQos(StrictModel):
 class SlurmAccount(StrictModel):
     """A Slurm account and its users, applied with sacctmgr on every cluster (never deleted automatically)."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="Account name.")
-    description: str | None = Field(default=None, description="Free text; default: the name.")
-    organization: str | None = Field(default=None, description="Organization; default: the name.")
-    parent: str = Field(default="root", description="Parent account.")
+    name: str = Field(pattern=_SACCT_NAME, description="Account name.")
+    description: SafeText | None = Field(default=None, description="Free text (one line); default: the name.")
+    organization: SafeText | None = Field(default=None, description="Organization (one line); default: the name.")
+    parent: str = Field(default="root", pattern=_SACCT_NAME, description="Parent account.")
     users: list[Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_.-]*$")]] = Field(
         default_factory=list, description="Users of the account; a user's default account is the first listing them."
     )
@@ -411,7 +439,11 @@ class ElasticSlurmConfig(StrictModel):
     )
     accounts: list[SlurmAccount] = Field(default_factory=list, description="Slurm accounts and users (sacctmgr).")
     qos: list[SlurmQos] = Field(default_factory=list, description="Slurm QOS (sacctmgr).")
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags added to every resource.")
+    tags: Tags = Field(
+        default_factory=dict,
+        description="Tags added to every resource (AWS tag characters: letters, digits, spaces and _.:/=+-@; no key "
+        "starting with aws:).",
+    )
 
     def cluster(self, name: str) -> Cluster:
         """Return the cluster called `name` (KeyError if none)."""

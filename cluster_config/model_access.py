@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from cluster_config.model_base import INSTANCE_TYPE_PATTERN, NAME_PATTERN, SECURITY_GROUP_PATTERN, StrictModel
 from cluster_config.model_site import CustomActions
+from cluster_config.safe_types import SafeText, SecretArn
 
 # One Auto Scaling group per login pool; a handful of login nodes serve thousands of users' shells.
 MAX_LOGIN_NODES = 20
@@ -61,7 +62,7 @@ class Directory(StrictModel):
         description="LDAP servers in order of preference, e.g. ldaps://ldap.example.com (ldaps:// or "
         "ldap:// with StartTLS in domain_settings for anything but a lab).",
     )
-    search_base: str = Field(
+    search_base: SafeText = Field(
         pattern=r"^[A-Za-z]+=[^,\n]+(,[A-Za-z]+=[^,\n]+)*$",
         description="Base DN of users and groups, e.g. dc=example,dc=com.",
     )
@@ -69,14 +70,13 @@ class Directory(StrictModel):
         default="rfc2307",
         description="Group membership schema: rfc2307 (memberUid), rfc2307bis (member DNs) or ad (Active Directory).",
     )
-    bind_dn: str | None = Field(
+    bind_dn: SafeText | None = Field(
         default=None,
         pattern=r"^[A-Za-z]+=[^,\n]+(,[A-Za-z]+=[^,\n]+)*$",
         description="DN the nodes bind as (a read-only account); none: anonymous binds.",
     )
-    bind_password_secret_arn: str | None = Field(
+    bind_password_secret_arn: SecretArn | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]+$",
         description="Secrets Manager secret whose SecretString is the bind DN's password (read by the nodes at boot; "
         "their roles may read exactly this secret).",
     )

@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from cluster_config import aws_catalog
-from cluster_config.model_base import DB_INSTANCE_CLASS_PATTERN, HOST_PORT_PATTERN, StrictModel
+from cluster_config.model_base import CLUSTER_NAME_PATTERN, DB_INSTANCE_CLASS_PATTERN, HOST_PORT_PATTERN, StrictModel
+from cluster_config.safe_types import SecretArn
 from cluster_config.slurm_settings import DBD_OWNED, SlurmSettings, refuse_owned
 
 
@@ -28,13 +29,17 @@ class Accounting(StrictModel):
     )
     deletion_protection: bool = Field(default=True, description="Protect the database from deletion.")
     host_cluster: str | None = Field(
-        default=None, description="Cluster whose controller runs slurmdbd; default: the first cluster."
+        default=None,
+        pattern=CLUSTER_NAME_PATTERN,
+        description="Cluster whose controller runs slurmdbd; default: the first cluster.",
     )
     endpoint: str | None = Field(
         default=None, pattern=HOST_PORT_PATTERN, description="With `existing`: host:port of the database."
     )
-    secret_arn: str | None = Field(
-        default=None, description="With `existing`: Secrets Manager secret with the credentials."
+    secret_arn: SecretArn | None = Field(
+        default=None,
+        description="With `existing`: ARN of the Secrets Manager secret with the credentials "
+        "(arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-abcdef).",
     )
     slurmdbd_settings: Annotated[SlurmSettings, AfterValidator(refuse_owned(DBD_OWNED))] = Field(
         default_factory=dict,

@@ -1,12 +1,16 @@
-"""The base of the config model: the strict base class, shared patterns, the purchase option enum, CIDR checks."""
+"""The base of the config model: the strict base class (unknown keys and invisible characters refused), shared patterns,
+the purchase option enum, CIDR checks."""
 
 from __future__ import annotations
 
 import ipaddress
+import types
+import typing
+import unicodedata
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 NAME_PATTERN = r"^[a-z][a-z0-9]*$"
 CLUSTER_NAME_PATTERN = r"^[a-z][a-z0-9-]*[a-z0-9]$"
@@ -44,10 +48,66 @@ def cidrs(values: list[str]) -> list[str]:
 CidrList = Annotated[list[str], AfterValidator(cidrs)]  # IPv4 or IPv6 CIDRs, each checked
 
 
+# No string of the config (value, list item, mapping key) holds these Unicode categories: control characters (Cc:
+# NUL, newline, CR, ESC), format characters (Cf: zero-width space, right-to-left override, BOM), line and paragraph
+# separators, surrogates, private-use and unassigned code points; nor is any longer than MAX_TEXT. Checked before the
+# fields' own patterns, so the error never echoes such a value (docs/security.md).
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+MAX_TEXT = 4096
+
+
+def text_problem(value: Any) -> str | None:
+    """Why `value` (a string, or a list or mapping holding strings) is not plain one-line text; None when it is."""
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            return f"a value of {len(value)} characters (at most {MAX_TEXT})"
+        for char in value:
+            if unicodedata.category(char) in UNSAFE_CATEGORIES:
+                name = unicodedata.name(char, "a control or invisible character")
+                return f"character U+{ord(char):04X} ({name}) in a value: one line of visible text only"
+        return None
+    if isinstance(value, dict):
+        items: list[Any] = [*value.keys(), *value.values()]
+        return next((p for p in map(text_problem, items) if p), None)
+    if isinstance(value, list | tuple):
+        return next((p for p in map(text_problem, value) if p), None)
+    return None
+
+
+def holds_model(annotation: Any) -> bool:
+    """Whether a field annotation may hold a config section (through Optional, unions, lists, dicts, Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return holds_model(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType, list, dict):
+        return any(holds_model(arg) for arg in typing.get_args(annotation))
+    return False
+
+
 class StrictModel(BaseModel):
-    """Base for every config section: unknown keys are errors (a typo must never be silently ignored)."""
+    """Base for every config section: unknown keys are errors (a typo must never be silently ignored), and every
+    string is one line of visible text (`text_problem`; nested sections check their own)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_text(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key, value in data.items():
+            key_problem = text_problem(key)
+            if key_problem:
+                raise ValueError(f"a key: {key_problem}")
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if field is not None and holds_model(field.annotation):
+                continue
+            problem = text_problem(value)
+            if problem:
+                raise ValueError(f"{key}: {problem}")
+        return data
 
 
 class PurchaseOption(StrEnum):

@@ -8,6 +8,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from cluster_config import aws_catalog
 from cluster_config.model_base import AZ_PATTERN, REGION_PATTERN, StrictModel, vpc_cidr
+from cluster_config.safe_types import FstabOptions, FsType, MountPoint, MountSource, S3Uri
 
 
 # ---------------------------------------------------------------- network
@@ -74,10 +75,16 @@ class RemoteRegion(StrictModel):
 
 
 # ---------------------------------------------------------------- storage
+_MOUNT_POINT = (
+    "Where nodes mount it: an absolute path of letters, digits and ._+@- (no '.' or '..' segment), not a system or "
+    "elastic-slurm directory (/etc, /usr, /opt/elastic-slurm, ...)."
+)
+
+
 class EfsStorage(StrictModel):
     """An encrypted EFS file system shared by controller and compute nodes."""
 
-    mount_point: str = Field(default="/shared", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    mount_point: MountPoint = Field(default="/shared", description=_MOUNT_POINT)
     throughput_mode: Literal["elastic", "bursting"] = Field(default="elastic", description="EFS throughput mode.")
     lifecycle_days: int | None = Field(
         default=30, ge=1, description="Move files to Infrequent Access after N days; null: never."
@@ -88,7 +95,7 @@ class EfsStorage(StrictModel):
 class FsxLustreStorage(StrictModel):
     """An FSx for Lustre file system (scratch or persistent)."""
 
-    mount_point: str = Field(default="/fsx", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    mount_point: MountPoint = Field(default="/fsx", description=_MOUNT_POINT)
     deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = Field(
         default="SCRATCH_2", description="FSx deployment type."
     )
@@ -98,13 +105,15 @@ class FsxLustreStorage(StrictModel):
     per_unit_storage_throughput: Literal[125, 250, 500, 1000] | None = Field(
         default=None, description="MB/s/TiB, PERSISTENT_2 only (125, 250, 500, 1000); null there: 125."
     )
-    s3_import_path: str | None = Field(default=None, pattern=r"^s3://", description="Optional S3 data repository.")
+    s3_import_path: S3Uri | None = Field(
+        default=None, description="Optional S3 data repository: s3://bucket or s3://bucket/prefix."
+    )
 
 
 class FsxOntapStorage(StrictModel):
     """An FSx for NetApp ONTAP file system with one NFS volume."""
 
-    mount_point: str = Field(default="/ontap", pattern=r"^/[^\s]*$", description="Where nodes mount the volume.")
+    mount_point: MountPoint = Field(default="/ontap", description=_MOUNT_POINT)
     storage_capacity_gib: int = Field(default=1024, ge=1024, description="SSD capacity in GiB.")
     # FSx API reference, ThroughputCapacity of SINGLE_AZ_1 (the deployment type the stacks create); same for OpenZFS.
     throughput_mbps: Literal[128, 256, 512, 1024, 2048, 4096] = Field(
@@ -115,7 +124,7 @@ class FsxOntapStorage(StrictModel):
 class FsxOpenZfsStorage(StrictModel):
     """An FSx for OpenZFS file system."""
 
-    mount_point: str = Field(default="/zfs", pattern=r"^/[^\s]*$", description="Where nodes mount it.")
+    mount_point: MountPoint = Field(default="/zfs", description=_MOUNT_POINT)
     storage_capacity_gib: int = Field(default=64, ge=64, description="Capacity in GiB.")
     throughput_mbps: Literal[64, 128, 256, 512, 1024, 2048, 3072, 4096] = Field(
         default=64, description="Throughput capacity in MB/s (64, 128, 256, 512, 1024, 2048, 3072 or 4096)."
@@ -125,10 +134,15 @@ class FsxOpenZfsStorage(StrictModel):
 class ExtraMount(StrictModel):
     """Any other NFS (or similar) export to mount on every node."""
 
-    source: str = Field(description="What to mount, e.g. nfs.example.com:/export/tools.")
-    mount_point: str = Field(pattern=r"^/[^\s]*$", description="Where to mount it.")
-    fs_type: str = Field(default="nfs4", description="File system type passed to mount -t.")
-    options: str = Field(default="defaults,_netdev", description="Mount options.")
+    source: MountSource = Field(
+        description="What to mount, e.g. nfs.example.com:/export/tools (letters, digits and _.:/@[]=+- only)."
+    )
+    mount_point: MountPoint = Field(description=_MOUNT_POINT)
+    fs_type: FsType = Field(default="nfs4", description="File system type passed to mount -t, e.g. nfs4 or fuse.sshfs.")
+    options: FstabOptions = Field(
+        default="defaults,_netdev",
+        description="Mount options, comma separated (letters, digits and _.=:/@+- in each; no blanks or '#').",
+    )
 
 
 class Storage(StrictModel):

@@ -9,6 +9,7 @@ clusters it bursts to.
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
@@ -36,7 +37,7 @@ class OnpremCluster(StrictModel):
         max_length=32,
         description="The site's ClusterName (its slurm.conf); registered in the shared accounting database.",
     )
-    burst_to: list[str] = Field(
+    burst_to: list[Annotated[str, Field(pattern=CLUSTER_NAME_PATTERN)]] = Field(
         min_length=1,
         description="Clusters of this file the site's users submit to (`sbatch -M <site>,<cluster>`); several only "
         "when they are members of the federation (one munge key).",

@@ -13,8 +13,10 @@ from cluster_config.model_base import CidrList, StrictModel
 
 DEFAULT_RESTD_PORT = 6820  # Slurm's default slurmrestd port
 DEFAULT_WEB_PORT = 8080  # the web page and the /slurm/ proxy
-# the data parser the web page speaks: Slurm 24.11 serves v0.0.40, v0.0.41 and v0.0.42
-DATA_PARSER = "v0.0.42"
+# the data parser the web page speaks: the newest Slurm 26.05 serves (it serves v0.0.42, deprecated and removed in
+# 26.11, to v0.0.45: RELEASE_NOTES.md of 26.05, https://slurm.schedmd.com/openapi_release_notes.html); 24.11 serves
+# v0.0.40 to v0.0.42 and 25.11 v0.0.41 to v0.0.44, so neither serves it
+DATA_PARSER = "v0.0.45"
 
 
 class RestApi(StrictModel):
@@ -38,6 +40,14 @@ class RestApi(StrictModel):
     )
     allowed_cidrs: CidrList = Field(
         default_factory=list,
-        description="CIDRs the controllers' security group lets reach `web_port` (e.g. your VPN's); empty: "
-        "only through an SSH tunnel. Tokens travel in clear text: never 0.0.0.0/0.",
+        description="Private CIDRs (RFC 1918, 100.64.0.0/10, fc00::/7) the controllers' security group lets reach "
+        "`web_port` (e.g. your VPN's); empty: only through an SSH tunnel. Tokens travel in clear text over plain "
+        "HTTP, so public address space is refused.",
+    )
+    max_token_lifespan: int = Field(
+        default=86400,
+        ge=300,
+        le=2592000,
+        description="Longest lifespan (seconds) of a token `scontrol token` issues to a user "
+        "(AuthAltParameters=max_token_lifespan; SlurmUser's are not limited): a leaked token expires by then.",
     )

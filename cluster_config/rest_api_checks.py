@@ -13,7 +13,11 @@ from cluster_config.model_rest_api import DATA_PARSER
 TAKEN_PORTS = {6817: "slurmctld", 6818: "slurmd", 6819: "slurmdbd", 9464: "the metrics exporter", 22: "SSH"}
 # slurm.conf keys the REST API writes (slurm_plugin/render/rest_api.py)
 OWNED_KEYS = ("authalttypes", "authaltparameters")
-TESTED_MAJOR = (24, 25)  # Slurm releases serving the data parser the web page speaks, built with slurmrestd
+# Where the web page may be opened: private and shared address space only (tokens travel in clear text)
+PRIVATE_RANGES = tuple(
+    ipaddress.ip_network(r) for r in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+TESTED_RELEASES = ("26.05",)  # Slurm releases serving the data parser the web page speaks, tested with slurmrestd
 
 
 def rest_api_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
@@ -31,11 +35,11 @@ def rest_api_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
             yield f"{where}.{field}", f"port {port} is {TAKEN_PORTS[port]}'s on the controller"
     for index, cidr in enumerate(rest.allowed_cidrs):
         network = ipaddress.ip_network(cidr, strict=False)
-        if network.prefixlen < (8 if network.version == 4 else 16):  # 0.0.0.0/1 + 128.0.0.0/1 is the internet too
+        if not any(network.version == p.version and network.subnet_of(p) for p in PRIVATE_RANGES):  # type: ignore[arg-type]
             yield (
                 f"{where}.allowed_cidrs[{index}]",
-                f"{cidr} opens the web page to the internet, where tokens would travel in clear text: name your "
-                "VPN's or office's CIDRs, or use an SSH tunnel",
+                f"{cidr} is not private address space, where tokens would travel in clear text over plain HTTP: "
+                "name your VPN's or office's private CIDRs (RFC 1918, 100.64.0.0/10, fc00::/7), or use an SSH tunnel",
             )
     for key in cluster.slurm_settings:
         if key.lower() in OWNED_KEYS:
@@ -43,12 +47,12 @@ def rest_api_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
                 f"{path}.slurm_settings.{key}",
                 "rest_api.enabled sets AuthAltTypes=auth/jwt and its key: remove this setting or disable the REST API",
             )
-    major = int(cluster.images.slurm_version.split(".")[0])
-    if major not in TESTED_MAJOR:
+    release = ".".join(cluster.images.slurm_version.split(".")[:2])
+    if release not in TESTED_RELEASES:
         yield (
             f"{where}.enabled",
             f"Slurm {cluster.images.slurm_version} is not supported with the REST API (the web page speaks "
-            f"{DATA_PARSER}, tested with Slurm 24.11; the 26.05 local root has no slurmrestd)",
+            f"{DATA_PARSER}, served by and tested with Slurm {', '.join(TESTED_RELEASES)})",
         )
 
 

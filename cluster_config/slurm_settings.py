@@ -52,7 +52,6 @@ CLUSTER_OWNED = {
     "ResumeRate": _PLUGIN,
     "SuspendRate": _PLUGIN,
     "TreeWidth": _PLUGIN,
-    "PrivateData": "cloud is needed to see powered-down nodes",
     "ReturnToService": _PLUGIN,
     "PrologSlurmctld": "it starts jobs on freshly booted nodes",
     "ResumeTimeout": "set clusters[].slurm.resume_timeout",

@@ -294,6 +294,12 @@ RULES: tuple[Rule, ...] = (
         "the pool's launch template holds the placement group, the GPU image flavor and the root volume size",
     ),
     Rule(
+        f"{_POOL}.efa",
+        _DRAIN,
+        "the pool's launch template holds its EFA network interfaces and the manifest tells the plugin to launch it "
+        "with CreateFleet: running nodes keep the interfaces they booted with (docs/efa.md)",
+    ),
+    Rule(
         f"{_POOL}.{{ami_id,security_groups[]}}",
         _DRAIN,
         "the pool's launch template holds its AMI and security groups",
@@ -330,6 +336,11 @@ RULES: tuple[Rule, ...] = (
         "web_port also changes the security group rule in place)",
     ),
     Rule(f"{_C}.rest_api.allowed_cidrs[]", _NONE, "security group rules change in place"),
+    Rule(
+        f"{_C}.rest_api.max_token_lifespan",
+        _RECONF,
+        "rendered into slurm.conf (AuthAltParameters): tokens issued before keep their lifespan",
+    ),
     Rule(f"{_C}.gres_settings.<key>", _RECONF, _GRES),
     Rule(
         f"{_C}.nss_slurm",

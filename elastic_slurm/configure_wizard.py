@@ -26,7 +26,7 @@ from cluster_config.loader import PATTERN_HINTS
 
 Answers = dict[str, Any]
 DEFAULT_REGION = "us-east-1"
-# Storage choices: a debian13 image (the default base OS) has no FSx for Lustre client (checks.NO_LUSTRE_CLIENT),
+# Storage choices: a debian13 image (the default base OS) has no FSx for Lustre client (cluster_config/os_support.py, lustre_client),
 # so fsx_lustre is left to a hand edit together with another images.base_os.
 STORAGE_CHOICES = ("efs", "fsx_ontap", "fsx_openzfs")
 ACCOUNTING_CHOICES = ("none", "create")

@@ -5,9 +5,11 @@
 its credentials; `EmulatedAws.enforce_iam(admin)` then turns moto's IAM enforcement on.
 
 moto authorizes only the action: it checks every EC2/SSM request against resource `*` and evaluates no condition key
-(`aws:RequestTag`, `aws:ResourceTag`, `ec2:Vpc`, `ec2:CreateAction`, `iam:PassedToService`). So the document installed
-in the emulator is the action projection of the synthesized one (`action_projection`): same actions, per role,
-resource `*`, no conditions. Resource ARNs and condition keys are evaluated by tests/cdk/test_iam_evaluation.py.
+(`aws:RequestTag`, `aws:ResourceTag`, `ec2:Vpc`, `ec2:LaunchTemplate`, `ec2:InstanceType`, `ec2:Owner`,
+`ec2:CreateAction`, `iam:PassedToService`). So the document installed in the emulator is the action projection of the
+synthesized one (`action_projection`): same actions, per role, resource `*`, no conditions. Resource ARNs and
+condition keys are evaluated by tests/aws/test_iam_conditions.py, tests/contracts/test_aws_call_permissions.py and
+tests/security/test_iam_abuse.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
 """Turn recorded AWS calls into the IAM authorization requests AWS evaluates for them (pure).
 
-IAM authorizes RunInstances/CreateFleet once per resource the call touches (Service Authorization Reference:
-instance, volume, network-interface, subnet, security-group, image, launch-template, fleet, spot-instances-request),
-each with its own condition keys: `aws:RequestTag/*` only where the call's TagSpecifications tag that resource type,
-`ec2:Vpc` on subnets and security groups. Tagging on create is a separate `ec2:CreateTags` authorization with
-`ec2:CreateAction`; a launch template's instance profile is an `iam:PassRole`. TerminateInstances is authorized per
-instance with its `aws:ResourceTag/*`, SSM SendCommand per document and per instance (with its tags). Actions without resource-level
-permissions are authorized on `*`.
+IAM authorizes RunInstances/CreateFleet once per resource the call touches (Service Authorization Reference,
+https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html, `LAUNCH_RESOURCE_TYPES`), each
+with its own condition keys: `aws:RequestTag/*` only where the call's TagSpecifications tag that resource type,
+`ec2:Vpc` on subnets and security groups, `ec2:InstanceType` on the instance, `ec2:Owner` and the image's tags on the
+image, and for RunInstances `ec2:LaunchTemplate` (the template's ARN) on every type but spot-instances-request.
+CreateFleet's resource-level permissions "do not include the resources specified in a launch template", which are
+authorized as RunInstances (the reference's CreateFleet description): a fleet's template image, security groups,
+interfaces, volumes and instances become RunInstances requests carrying `ec2:LaunchTemplate`. Tagging on create is a
+separate `ec2:CreateTags` authorization with `ec2:CreateAction`; a launch template's instance profile is an
+`iam:PassRole`. TerminateInstances is authorized per instance with its `aws:ResourceTag/*`, SSM SendCommand per
+document and per instance (with its tags). Actions without resource-level permissions are authorized on `*`.
 
-`Inventory` is what the parameters alone do not say (subnet VPCs, template contents, instance tags); an I/O adapter
-reads it from the (emulated) AWS.
+`Inventory` is what the parameters alone do not say (subnet VPCs, template contents, image owners and tags, instance
+tags); an I/O adapter reads it from the (emulated) AWS.
 """
 
 from __future__ import annotations
@@ -21,23 +25,38 @@ from typing import Any
 
 Context = dict[str, str | list[str]]
 
-# Resource types the Service Authorization Reference lists for each launch action that our launches touch
-# (CreateFleet authorizes no network-interface, security-group or spot-instances-request resource).
+# Every resource type the Service Authorization Reference lists for each launch action (required or not), as the
+# evaluator's copy of it has them (tests/aws/test_iam_requests_reference.py compares); requests are built only for
+# the types a call touches.
 LAUNCH_RESOURCE_TYPES = {
-    "CreateFleet": frozenset({"fleet", "image", "instance", "launch-template", "subnet", "volume"}),
+    "CreateFleet": frozenset(
+        {"capacity-reservation", "fleet", "image", "instance", "launch-template", "placement-group", "subnet", "volume"}
+    ),
     "RunInstances": frozenset(
         {
+            "capacity-reservation",
+            "elastic-gpu",
+            "elastic-inference",
+            "group",
             "image",
             "instance",
+            "key-pair",
+            "launch-template",
+            "license-configuration",
             "network-interface",
+            "placement-group",
+            "secondary-interface",
+            "secondary-subnet",
             "security-group",
+            "snapshot",
+            "spot-instances-request",
             "subnet",
             "volume",
-            "launch-template",
-            "spot-instances-request",
         }
     ),
 }
+# RunInstances resource types without the ec2:LaunchTemplate condition key (of those our launches touch)
+WITHOUT_TEMPLATE_KEY = frozenset({"spot-instances-request"})
 
 _TAG_KEY = re.compile(r"TagSpecification\.(\d+)\.Tag\.(\d+)\.Key$")
 
@@ -52,6 +71,14 @@ class Template:
 
 
 @dataclass(frozen=True)
+class Image:
+    """What IAM sees of an AMI: its owner (`ec2:Owner`) and tags (`aws:ResourceTag/*`)."""
+
+    owner: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Inventory:
     """Facts about existing resources the conditions need."""
 
@@ -60,6 +87,7 @@ class Inventory:
     group_vpc: Mapping[str, str] = field(default_factory=dict)  # security group id -> VPC id
     templates: Mapping[str, Template] = field(default_factory=dict)  # launch template id -> contents
     instance_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # instance id -> tags
+    images: Mapping[str, Image] = field(default_factory=dict)  # image id -> owner and tags
 
 
 @dataclass(frozen=True)
@@ -95,55 +123,93 @@ def _tag_context(tags: Mapping[str, str], prefix: str) -> Context:
     return context
 
 
-def _launch(action: str, region: str, params: Mapping[str, Any], inv: Inventory, call: str) -> list[AuthzRequest]:
+def _launch_parameters(action: str, params: Mapping[str, Any]) -> tuple[set[str], set[str], set[str], bool]:
+    """(template ids, subnet ids, instance types, spot) of a RunInstances/CreateFleet call."""
     if action == "CreateFleet":
         templates = {str(v) for k, v in params.items() if k.endswith("LaunchTemplateSpecification.LaunchTemplateId")}
         subnets = {str(v) for k, v in params.items() if re.search(r"Overrides\.\d+\.SubnetId$", k)}
+        types = {str(v) for k, v in params.items() if re.search(r"Overrides\.\d+\.InstanceType$", k)}
         spot = params.get("TargetCapacitySpecification.DefaultTargetCapacityType") == "spot"
-    else:
-        templates = (
-            {str(params["LaunchTemplate.LaunchTemplateId"])} if "LaunchTemplate.LaunchTemplateId" in params else set()
-        )
-        subnets = {str(params["SubnetId"])} if "SubnetId" in params else set()
-        spot = params.get("InstanceMarketOptions.MarketType") == "spot"
+        return templates, subnets, types, spot
+    templates = (
+        {str(params["LaunchTemplate.LaunchTemplateId"])} if "LaunchTemplate.LaunchTemplateId" in params else set()
+    )
+    subnets = {str(params["SubnetId"])} if "SubnetId" in params else set()
+    types = {str(params["InstanceType"])} if "InstanceType" in params else set()
+    return templates, subnets, types, params.get("InstanceMarketOptions.MarketType") == "spot"
+
+
+def _placements(params: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(placement group names, capacity reservation ids) a launch names, in its parameters or overrides."""
+    groups = {str(v) for k, v in params.items() if k == "Placement.GroupName" or k.endswith(".Placement.GroupName")}
+    reservations = {str(v) for k, v in params.items() if k.endswith("CapacityReservationTarget.CapacityReservationId")}
+    return groups, reservations
+
+
+def _launch(action: str, region: str, params: Mapping[str, Any], inv: Inventory, call: str) -> list[AuthzRequest]:
+    templates, subnets, types, spot = _launch_parameters(action, params)
+    groups, reservations = _placements(params)
     tags = request_tags(params)
-    full = f"ec2:{action}"
     acc = inv.account
-    listed = LAUNCH_RESOURCE_TYPES[action]
+    template_arn = _arn(region, acc, f"launch-template/{sorted(templates)[0]}") if templates else None
 
-    def on(resource: str, context: Context | None = None, act: str = full) -> AuthzRequest:
-        return AuthzRequest(act, resource, context or {}, call)
+    def on(act: str, kind: str, resource: str, context: Context | None = None) -> AuthzRequest | None:
+        """`act` on `resource` if the reference lists `kind` for it; RunInstances adds `ec2:LaunchTemplate`."""
+        if act.startswith("ec2:") and kind not in LAUNCH_RESOURCE_TYPES[act.removeprefix("ec2:")]:
+            return None
+        full: Context = dict(context or {})
+        if act == "ec2:RunInstances" and template_arn and kind not in WITHOUT_TEMPLATE_KEY:
+            full["ec2:LaunchTemplate"] = template_arn
+        return AuthzRequest(act, resource, full, call)
 
-    created = {
-        "instance": "instance/i-new",
-        "volume": "volume/vol-new",
-        "network-interface": "network-interface/eni-new",
-    }
+    def created(act: str, kind: str, resource: str) -> AuthzRequest | None:
+        return on(act, kind, _arn(region, acc, resource), _tag_context(tags.get(kind, {}), "aws:RequestTag"))
+
+    def instances(act: str) -> list[AuthzRequest | None]:
+        context = _tag_context(tags.get("instance", {}), "aws:RequestTag")
+        return [
+            on(act, "instance", _arn(region, acc, "instance/i-new"), {**context, "ec2:InstanceType": t})
+            for t in sorted(types) or ["unknown"]
+        ]
+
+    full = f"ec2:{action}"
+    # what the call itself names: the launch itself, its overrides (subnets, placement), the template
+    out: list[AuthzRequest | None] = [*instances(full)]
     if action == "CreateFleet":
-        created["fleet"] = "fleet/fleet-new"
-    if spot:
-        created["spot-instances-request"] = "spot-instances-request/sir-new"
-    out = [
-        on(_arn(region, acc, res), _tag_context(tags.get(kind, {}), "aws:RequestTag"))
-        for kind, res in created.items()
-        if kind in listed
-    ]
+        out.append(created(full, "fleet", "fleet/fleet-new"))
     for subnet in sorted(subnets):
         vpc = _arn(region, acc, f"vpc/{inv.subnet_vpc.get(subnet, 'vpc-unknown')}")
-        out.append(on(_arn(region, acc, f"subnet/{subnet}"), {"ec2:Vpc": vpc}))
+        out.append(on(full, "subnet", _arn(region, acc, f"subnet/{subnet}"), {"ec2:Vpc": vpc}))
+    for group in sorted(groups):
+        out.append(on(full, "placement-group", _arn(region, acc, f"placement-group/{group}")))
+    for reservation in sorted(reservations):
+        out.append(on(full, "capacity-reservation", _arn(region, acc, f"capacity-reservation/{reservation}")))
     for template_id in sorted(templates):
-        out.append(on(_arn(region, acc, f"launch-template/{template_id}")))
+        out.append(on(full, "launch-template", _arn(region, acc, f"launch-template/{template_id}")))
+    # what the launch creates and takes from the template: RunInstances (for a fleet too, see the module docstring)
+    run = "ec2:RunInstances"
+    if action == "CreateFleet":
+        out += instances(run)
+    out += [created(run, "volume", "volume/vol-new"), created(run, "network-interface", "network-interface/eni-new")]
+    if spot and action == "RunInstances":
+        out.append(created(run, "spot-instances-request", "spot-instances-request/sir-new"))
+    for template_id in sorted(templates):
         template = inv.templates.get(template_id, Template("ami-unknown"))
-        out.append(on(f"arn:aws:ec2:{region}::image/{template.image_id}"))
-        for group in template.security_group_ids if "security-group" in listed else ():
+        image = inv.images.get(template.image_id, Image("unknown"))
+        image_context: Context = {"ec2:Owner": image.owner, **_tag_context(image.tags, "aws:ResourceTag")}
+        out.append(on(run, "image", f"arn:aws:ec2:{region}::image/{template.image_id}", image_context))
+        for group in template.security_group_ids:
             vpc = _arn(region, acc, f"vpc/{inv.group_vpc.get(group, 'vpc-unknown')}")
-            out.append(on(_arn(region, acc, f"security-group/{group}"), {"ec2:Vpc": vpc}))
+            out.append(on(run, "security-group", _arn(region, acc, f"security-group/{group}"), {"ec2:Vpc": vpc}))
         if template.role_arn:
-            out.append(on(template.role_arn, {"iam:PassedToService": "ec2.amazonaws.com"}, "iam:PassRole"))
+            out.append(on("iam:PassRole", "role", template.role_arn, {"iam:PassedToService": "ec2.amazonaws.com"}))
+    created_arns = {"instance": "instance/i-new", "fleet": "fleet/fleet-new"}
     for kind, kind_tags in tags.items():
         context: Context = {"ec2:CreateAction": action, **_tag_context(kind_tags, "aws:RequestTag")}
-        out.append(on(_arn(region, acc, created.get(kind, f"{kind}/new")), context, "ec2:CreateTags"))
-    return out
+        out.append(
+            AuthzRequest("ec2:CreateTags", _arn(region, acc, created_arns.get(kind, f"{kind}/new")), context, call)
+        )
+    return [r for r in out if r is not None]
 
 
 def _on_instances(action: str, region: str, ids: list[str], inv: Inventory, call: str) -> list[AuthzRequest]:

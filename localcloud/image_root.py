@@ -6,8 +6,10 @@ base OS the tests execute), so the image the local cloud boots is the image the 
 
     os-packages.sh → build-munge.sh → build-slurm.sh <tarball> <sha256> <version> → install-plugin.sh → validate.sh
 
-The Slurm source is the pinned release of `cluster_config.slurm_release`, downloaded once into the root cache and
-passed to build-slurm.sh as a local file (the script verifies its sha256). Two layers, each cached by its inputs and
+The Slurm source is the pinned release of `cluster_config.slurm_release` (SchedMD's tag archive), taken from the
+first of: the root cache's `sources/`, the source mirror directory (`$ELASTIC_SLURM_SOURCE_MIRROR`, else
+`../shared/sources` beside the checkout when it exists: these machines cannot reach GitHub), the release's URL; its
+sha256 is checked before it is cached, and build-slurm.sh checks it again. Two layers, each cached by its inputs and
 built atomically (a temporary directory renamed when complete):
 
 - the Slurm layer (base system, packages, munge, Slurm): ~10 minutes on 2 cores, rebuilt only when those scripts,
@@ -43,11 +45,14 @@ SUITE = "trixie"  # Debian 13, the executed base OS
 BASE_PACKAGES = ["ca-certificates", "curl", "python3", "procps"]
 STEPS = REPO_ROOT / "assets" / "image-build"
 SLURM_STEPS = ("os-packages.sh", "build-munge.sh", "build-slurm.sh")
+STEP_DATA = ("os-lib.sh", "os-table.env")  # what the steps source: the per-OS table (cluster_config/os_support.py)
 PLUGIN_STEPS = ("install-plugin.sh", "validate.sh")
 PROJECT_PACKAGES = tuple(name for name in PROJECT_SOURCE if (REPO_ROOT / name).is_dir())  # the importable packages
 ASSETS_IN_ROOT = "/opt/elastic-slurm/assets"
 SOURCE_IN_BUILD = "/tmp/elastic-slurm-source"
 HOST_CA = "/tmp/elastic-slurm-build-ca.crt"  # in the root, during the build only (see _machine)
+SOURCE_MIRROR_ENV = "ELASTIC_SLURM_SOURCE_MIRROR"  # a directory of source tarballs (air-gapped sites, tests)
+DEFAULT_SOURCE_MIRROR = REPO_ROOT.parent / "shared" / "sources"  # beside the checkout, where CI puts shared/
 LAYER_RECIPE = "1"  # bump when this module's way of building a layer changes
 
 
@@ -70,8 +75,9 @@ def _tree_text(path: Path, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
 
 
 def slurm_layer_key() -> str:
-    """Cache key of the Slurm layer: the base, its build steps, the release and its checksum."""
-    steps = [(name, (STEPS / name).read_text()) for name in SLURM_STEPS]
+    """Cache key of the Slurm layer: the base, its build steps and the per-OS table they read, the release and its
+    checksum."""
+    steps = [(name, (STEPS / name).read_text()) for name in (*SLURM_STEPS, *STEP_DATA)]
     return _digest(LAYER_RECIPE, SUITE, BASE_PACKAGES, steps, slurm_release.VERSION, slurm_release.SOURCE_SHA256)
 
 
@@ -84,20 +90,60 @@ def image_layer_key(extra: object) -> str:
     return _digest(slurm_layer_key(), steps, assets, project, extra)
 
 
-def source_tarball(cache: Path) -> Path:
-    """The pinned release's source tarball, downloaded once into `cache`/sources (build-slurm.sh checks its sha256)."""
-    target = cache / "sources" / slurm_release.SOURCE_URL.rsplit("/", 1)[-1]
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".{os.getpid()}.part")
-        try:
-            with urllib.request.urlopen(slurm_release.SOURCE_URL, timeout=120) as answer, open(partial, "wb") as out:
-                shutil.copyfileobj(answer, out)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise ImageBuildError(f"cannot download {slurm_release.SOURCE_URL}: {exc}") from None
-        partial.rename(target)
-    return target
+def source_mirror() -> Path | None:
+    """The directory of source tarballs the operator names (`$ELASTIC_SLURM_SOURCE_MIRROR`), else `../shared/sources`
+    beside the checkout when it exists (where CI and the test machines keep SchedMD's tarballs), else None."""
+    named = os.environ.get(SOURCE_MIRROR_ENV)
+    if named:
+        return Path(named)
+    return DEFAULT_SOURCE_MIRROR if DEFAULT_SOURCE_MIRROR.is_dir() else None
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_tarball(
+    cache: Path,
+    url: str = slurm_release.SOURCE_URL,
+    sha256: str = slurm_release.SOURCE_SHA256,
+) -> Path:
+    """The source tarball of `url` with checksum `sha256` (default: the pinned release), as a file in
+    `cache`/sources: the cached copy, else the source mirror's (source_mirror()), else downloaded. A copy with
+    another checksum is not used; ImageBuildError (one line naming the file, its sha256 and where it looked) when no
+    place has it."""
+    name = url.rsplit("/", 1)[-1]
+    target = cache / "sources" / name
+    if target.is_file() and _sha256_of(target) == sha256:
+        return target
+    looked = [f"{target.parent}/"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{name}.{os.getpid()}.part")
+    mirror = source_mirror()
+    if mirror is None:
+        looked.append(f"no source mirror (${SOURCE_MIRROR_ENV} unset, no {DEFAULT_SOURCE_MIRROR})")
+    else:
+        looked.append(f"{mirror}/")
+        candidate = mirror / name
+        if candidate.is_file() and _sha256_of(candidate) == sha256:
+            shutil.copyfile(candidate, partial)
+            partial.rename(target)
+            return target
+    try:
+        with urllib.request.urlopen(url, timeout=120) as answer, open(partial, "wb") as out:
+            shutil.copyfileobj(answer, out)
+        if _sha256_of(partial) == sha256:
+            partial.rename(target)
+            return target
+        looked.append(f"{url} (its content has another sha256)")
+    except OSError as exc:
+        looked.append(f"{url} ({exc})")
+    partial.unlink(missing_ok=True)
+    raise ImageBuildError(f"no Slurm source {name} with sha256 {sha256}: looked in {'; '.join(looked)}")
 
 
 @contextmanager

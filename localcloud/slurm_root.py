@@ -4,10 +4,10 @@ Debian 12's own Slurm (22.05) is end of life, so the daemons, the Slurm clients,
 file system built into `$ELASTIC_SLURM_ROOT_CACHE` (default /var/cache/elastic-slurm), reused while its inputs are
 unchanged; every build is atomic (a temporary directory renamed when complete). Two kinds:
 
-- the image root of the pinned release (`cluster_config.slurm_release`, the default): Debian 13 made into the
-  controller/compute image by the image component's own scripts (localcloud.image_root) — what the AMI holds;
-- a packaged root for another release (26.05 from Debian unstable): Debian's binary packages, whose source this
-  machine cannot reach, with the plugin's programs as wrappers (forward-compatibility runs; docs/local-cloud.md).
+- the image root of the pinned release (`cluster_config.slurm_release`, 26.05.3, the default): Debian 13 made into
+  the controller/compute image by the image component's own scripts (localcloud.image_root) — what the AMI holds;
+- a packaged root for an older release (24.11, Debian 13's own binary packages): a site still on the previous
+  release, with the plugin's programs as wrappers (compatibility runs; docs/local-cloud.md).
 
     python -m localcloud.slurm_root build [--slurm 24.11]   # prints the root's path
     python -m localcloud.slurm_root prune                    # removes roots the current inputs no longer use
@@ -95,7 +95,10 @@ class Release:
     image: bool = False
 
 
-RELEASES = {r.major: r for r in (Release(DEFAULT_SLURM, image_root.SUITE, image=True), Release("26.05", "sid"))}
+OLDER_SLURM = "24.11"  # the older release a site may still run: Debian 13's packages (slurm-wlm 24.11.5)
+RELEASES = {
+    r.major: r for r in (Release(DEFAULT_SLURM, image_root.SUITE, image=True), Release(OLDER_SLURM, image_root.SUITE))
+}
 
 
 class RootError(RuntimeError):
@@ -255,7 +258,7 @@ def _customize(root: Path) -> None:
     for program in console_scripts():
         (venv_bin / program).unlink(missing_ok=True)
         (venv_bin / program).symlink_to(f"{BIN_IN_ROOT}/{program}")
-    # Debian unstable's plugstack.conf includes a glob slurmctld warns about; ours includes nothing
+    # Debian's plugstack.conf includes a glob slurmctld warns about; ours includes nothing
     (root / "etc/slurm/plugstack.conf").write_text("# elastic-slurm: no SPANK plugins\n")
     _machine_parts(root)
     _finish(root)
@@ -265,7 +268,7 @@ def _build_packaged(rel: Release, tmp: Path, log: Path) -> None:
     argv = [
         "mmdebstrap",
         "--variant=apt",
-        "--aptopt=Acquire::Check-Valid-Until false",  # unstable's Release file here carries an expired date
+        "--aptopt=Acquire::Check-Valid-Until false",  # a mirror's Release file may carry an expired date
         f"--include={','.join(PACKAGES)}",
         rel.suite,
         str(tmp),
@@ -326,7 +329,7 @@ def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
 
 
 def slurm_version(root: Path) -> str:
-    """`slurm-wlm 26.05.5` / `slurm 24.11.5` -> the version, as recorded when the root was built."""
+    """`slurm 26.05.3` / `slurm-wlm 24.11.5` -> the version, as recorded when the root was built."""
     meta = json.loads((root / "etc" / "elastic-slurm-root.json").read_text())
     return str(meta["slurm"]).split()[-1]
 

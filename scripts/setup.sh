@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything `make demo` / `make test` need on a fresh Debian 12 / Ubuntu 22.04+ machine, idempotently:
 #   apt packages (MariaDB, mmdebstrap, node), the Python venv (.venv), the CDK CLI (node_modules) and the root file
-#   systems the local cloud runs Slurm from: the image root (Debian 13 + Slurm 24.11.5 built from source by the image
-#   component's own scripts, ~8 min on 2 cores the first time) and Debian unstable's packaged Slurm 26.05 (~40 s);
-#   cached under /var/cache/elastic-slurm, see localcloud/slurm_root.py. Debian 12's own Slurm (22.05, end of life)
-#   is not used.
+#   systems the local cloud runs Slurm from: the image root (Debian 13 + Slurm 26.05.3 built from SchedMD's source by
+#   the image component's own scripts, ~10 min on 2 cores the first time; the tarball comes from
+#   $ELASTIC_SLURM_SOURCE_MIRROR or ../shared/sources when the machine cannot reach GitHub) and Debian 13's packaged
+#   Slurm 24.11 for the older-release compatibility run (~1 min); cached under /var/cache/elastic-slurm, see
+#   localcloud/slurm_root.py. Debian 12's own Slurm (22.05, end of life) is not used.
 # Re-running is quick: each step is skipped while its inputs are unchanged (stamps in .stamps/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +65,7 @@ if [ ! -x node_modules/.bin/cdk ] || [ "$(cat .stamps/npm 2>/dev/null)" != "$npm
 fi
 # The Slurm roots (built once; reused while their inputs are unchanged). Root only: the local cloud needs root.
 if [ "$(id -u)" = 0 ]; then
-  for release in ${ELASTIC_SLURM_RELEASES:-24.11 26.05}; do
+  for release in ${ELASTIC_SLURM_RELEASES:-26.05 24.11}; do
     .venv/bin/python -m localcloud.slurm_root build --slurm "$release" >/dev/null || exit 1
   done
 fi

@@ -7,8 +7,16 @@ Each file is listed by name: the agent has no file-name placeholder for stream n
 only the most recently written file that matches. A listed file that a node does not write (slurmdbd.log on a compute
 node) is simply never found. The node role may write log streams of that group only (stacks/node_policies.py).
 
-The boot (stacks/user_data.py) writes the config with `python -m slurm_plugin.log_shipping LOG_GROUP > FILE`: run
-from the node's venv, it keeps the EC2 user data (16 KB at most) short.
+The log group lives in the cluster's home region, and so does the node role's permission (`logs:PutLogEvents` on
+`arn:...:logs:HOME:...`, stacks/node_policies.py). The agent sends to the region of the instance unless its config's
+`agent.region` names another, and its logs output takes the region from there
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Agent-Configuration-File-Details.html,
+"agent section": region): the config always names the home region, so a node in a remote region ships to the home
+log group instead of a group that does not exist in its own region.
+
+The boot (stacks/user_data.py) writes the config with
+`python -m slurm_plugin.log_shipping --region HOME_REGION LOG_GROUP > FILE`: run from the node's venv, it keeps the
+EC2 user data (16 KB at most) short.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import Any
 
 SLURM_LOG_DIR = "/var/log/slurm"  # slurm.conf's SlurmctldLogFile/SlurmdLogFile, slurmdbd.conf's LogFile
 ES_LOG_DIR = "/var/log/elastic-slurm"  # the manifest's log_file, LogsDirectory= of the units (assets/systemd)
@@ -38,10 +47,14 @@ def stream_name(path: str) -> str:
     return f"{{instance_id}}/{PurePosixPath(path).name}"
 
 
-def cloudwatch_agent_config(log_group: str) -> str:
-    """The agent's JSON config shipping SHIPPED_LOGS to `log_group`."""
+def cloudwatch_agent_config(log_group: str, region: str | None = None) -> str:
+    """The agent's JSON config shipping SHIPPED_LOGS to `log_group` in `region` (the cluster's home region; None: the
+    instance's own region, the agent's default)."""
     files = [{"file_path": p, "log_group_name": log_group, "log_stream_name": stream_name(p)} for p in SHIPPED_LOGS]
-    return json.dumps({"logs": {"logs_collected": {"files": {"collect_list": files}}}}, indent=2)
+    config: dict[str, Any] = {"logs": {"logs_collected": {"files": {"collect_list": files}}}}
+    if region is not None:
+        config = {"agent": {"region": region}, **config}
+    return json.dumps(config, indent=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,11 +64,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Print the CloudWatch agent config that ships the Slurm and elastic-slurm logs of this node.",
     )
     parser.add_argument("log_group", help="the cluster's log group, e.g. /elastic-slurm/NAME")
+    parser.add_argument(
+        "--region", help="the log group's region (the cluster's home region); default: the instance's own region"
+    )
     args = parser.parse_args(argv)
     if not args.log_group.strip():
         print("log_shipping: the log group is empty (is ES_LOG_GROUP set?)", file=sys.stderr)
         return 2
-    print(cloudwatch_agent_config(args.log_group))
+    if args.region is not None and not args.region.strip():
+        print("log_shipping: the region is empty (is ES_REGION set?)", file=sys.stderr)
+        return 2
+    print(cloudwatch_agent_config(args.log_group, args.region))
     return 0
 
 

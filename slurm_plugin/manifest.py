@@ -52,6 +52,9 @@ class PoolManifest(_Frozen):
     network_topology: bool = Field(
         False, description="The cluster manager places its nodes in topology.conf by EC2's network topology."
     )
+    efa: bool = Field(
+        False, description="The pool's launch template has EFA network interfaces: launched with CreateFleet only."
+    )
 
     @property
     def key(self) -> str:

@@ -1,7 +1,8 @@
 """Accounting stack: the RDS database slurmdbd writes to, shared by every cluster of the config (federation).
 
-Aurora MySQL Serverless v2 or a single-AZ RDS MariaDB instance, encrypted, deletion protection on unless the config
-turns it off, credentials generated into Secrets Manager, removal policy SNAPSHOT. slurmdbd runs on the host
+Aurora MySQL Serverless v2 (a long-term-support release, AURORA_MYSQL_LTS) or a single-AZ RDS MariaDB instance,
+encrypted, deletion protection on unless the config turns it off, credentials generated into Secrets Manager, removal
+policy SNAPSHOT. slurmdbd runs on the host
 cluster's controller; only the cluster members' security group may reach the database port.
 """
 
@@ -19,6 +20,13 @@ from cluster_config.model import Accounting
 
 DB_PORT = 3306
 DB_USER = "slurm"
+# A long-term-support (LTS) release: AWS keeps a cluster on an LTS minor version for at least three years (or until
+# the end of standard support of the major version) and upgrades it only to the next LTS release, so a deployed
+# accounting database is not forced through a minor-version upgrade every year. The current LTS releases of Aurora
+# MySQL 3 are 3.10.* and 3.04.*
+# (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/AuroraMySQL.Update.SpecialVersions.html); 3.10.4
+# (MySQL 8.0.42) is the newest 3.10 patch this aws-cdk-lib names. 3.08.0, pinned before, is not an LTS release.
+AURORA_MYSQL_LTS = rds.AuroraMysqlEngineVersion.VER_3_10_4
 
 
 class AccountingStack(cdk.Stack):
@@ -54,8 +62,10 @@ class AccountingStack(cdk.Stack):
             cluster = rds.DatabaseCluster(
                 self,
                 "Aurora",
-                engine=rds.DatabaseClusterEngine.aurora_mysql(version=rds.AuroraMysqlEngineVersion.VER_3_08_0),
-                writer=rds.ClusterInstance.serverless_v2("Writer"),
+                engine=rds.DatabaseClusterEngine.aurora_mysql(version=AURORA_MYSQL_LTS),
+                # on an LTS release AWS recommends turning automatic minor version upgrades off, so the cluster stays
+                # on it; AWS still applies critical patches of the release (AURORA_MYSQL_LTS)
+                writer=rds.ClusterInstance.serverless_v2("Writer", auto_minor_version_upgrade=False),
                 serverless_v2_min_capacity=0.5,
                 serverless_v2_max_capacity=8,
                 backup=rds.BackupProps(retention=cdk.Duration.days(7)),

@@ -159,11 +159,16 @@ class ClusterStack(cdk.Stack):
         self.controller_role = self._node_role("ControllerRole", file_system_arns)
         add_managed_policies(self, self.controller_role, "Controller", cluster.iam_policies.controller)
         self.controller_profile = iam.InstanceProfile(self, "ControllerProfile", role=self.controller_role)
+        # the controller may launch only the pools' instance types, from the cluster's images or a pool's ami_id
+        pools = [p for part in cluster.partitions for p in part.pools]
+        types = tuple(sorted({t for p in pools for t in p.instance_types}))
         home = RegionTarget(
             self.region,
             vpc.vpc_id,
             [lt.launch_template_id or "" for lt in self.launch_templates.values()],
             self.compute_role.role_arn,
+            types,
+            tuple(sorted({p.ami_id for p in pools if p.ami_id is not None})),
         )
         remote = [
             RegionTarget(
@@ -171,6 +176,7 @@ class ClusterStack(cdk.Stack):
                 r.vpc_id,
                 [lt.launch_template_id or "" for lt in r.launch_templates.values()],
                 r.compute_role.role_arn,
+                types,
             )
             for r in self.remote_regions
         ]
@@ -257,12 +263,12 @@ class ClusterStack(cdk.Stack):
         return key
 
     def _node_role(self, construct_id: str, file_system_arns: list[str]) -> iam.Role:
-        """Role shared by the controller and compute nodes: SSM, logs, munge key, shared file systems, parameters."""
+        """Role of the controllers or of the compute and login nodes: the SSM agent, logs, munge key, shared file
+        systems, parameters (stacks/node_policies.py; no AWS-managed policy)."""
         role = iam.Role(
             self,
             construct_id,
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         scope = ArnScope(self.partition, self.account, self.region)
         regions = [self.region, *(r.region for r in self.cluster.remote_regions)]
@@ -275,6 +281,8 @@ class ClusterStack(cdk.Stack):
             file_system_arns,
             action_objects=actions,
             directory=self.cluster.directory,
+            # only the controller writes the share as root (config apply: `install -d -o slurm` of the state dirs)
+            file_system_root_access=construct_id == "ControllerRole",
         )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)

@@ -8,7 +8,9 @@ import the same VPC need nothing. The security groups of both sides open the Slu
 
 `FederationPeeringStack` lives in the member's region: the peering connection (requested from the member, accepted
 automatically in one account) and the member-side routes. `FederationRoutesStack` lives in the host's region: the
-host-side routes, reading the peering id through a CDK cross-region reference.
+host-side routes, reading the peering id through a CDK cross-region reference. A member's cluster stack depends on
+both stacks of its peering with the accounting host (its controller's boot waits for slurmdbd over that peering), so
+`cdk deploy es-west-cluster` alone deploys the peering first (tests/contracts/test_stack_dependencies.py).
 """
 
 from __future__ import annotations
@@ -133,10 +135,14 @@ class FederationRoutesStack(cdk.Stack):
 def add_federation_stacks(
     app: cdk.App, config: ElasticSlurmConfig, clusters: Mapping[str, MemberStacks]
 ) -> dict[str, list[cdk.Stack]]:
-    """Peering stacks between federation members, by cluster; members' cluster stacks deploy after the owner's."""
+    """Peering stacks between federation members, by cluster; members' cluster stacks deploy after the owner's, and a
+    member peered with the accounting host deploys after both stacks of that peering: its controller's boot reaches
+    slurmdbd on the host's controller 0 through them (assets/bootstrap/elastic-slurm-controller-hosts, then a 900 s
+    wait for slurmdbd that fails the boot without a route, stacks/user_data.py)."""
     owner = munge_owner(config)
     if owner is None or config.federation is None:
         return {}
+    slurmdbd_host = config.accounting_host if config.accounting.mode != "none" else None
     for member in config.federation.clusters:
         if member != owner:
             clusters[member].cluster.add_stack_dependency(clusters[owner].cluster, "reads the owner's munge key")
@@ -163,6 +169,12 @@ def add_federation_stacks(
             cross_region_references=True,
             description=f"Federation {config.federation.name}: routes from {first} to {second}",
         )
+        for reader, other in ((first, second), (second, first)):
+            if other == slurmdbd_host:
+                for stack in (peering, routes):  # both directions: the member's routes and the host's way back
+                    clusters[reader].cluster.add_stack_dependency(
+                        stack, f"its controller reaches slurmdbd on {other}'s controller over this peering"
+                    )
         for stack, cluster in ((peering, second), (routes, first)):
             cdk.Tags.of(stack).add(TAG_CLUSTER, cluster)
             made.setdefault(cluster, []).append(stack)

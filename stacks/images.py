@@ -22,12 +22,15 @@ from constructs import Construct
 
 from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
+from cluster_config.os_support import OS_SUPPORT, ssm_agent_url
 from stacks.image_source import ASSETS_NOT_SHIPPED
 from stacks.naming import ami_parameter, image_flavor, root_device
 from stacks.project import ASSETS_DIR, stage_project_source
 
 ASSETS = ASSETS_DIR / "imagebuilder"  # assets/ of the checkout, or of a pip-installed package (stacks/project.py)
 BUILD_INSTANCE = {"x86_64": "c7i.2xlarge", "arm64": "c7g.2xlarge"}
+# The recipe's working directory: Image Builder's clean-up script looks for `perform_cleanup` there.
+WORKING_DIRECTORY = "/tmp"
 
 
 def needed_flavors(cluster: Cluster) -> list[tuple[str, bool]]:
@@ -38,6 +41,42 @@ def needed_flavors(cluster: Cluster) -> list[tuple[str, bool]]:
         for pool in partition.pools:
             flavors.add((architecture_of(pool.instance_types[0]), pool.gpu is not None))
     return sorted(flavors)
+
+
+def ssm_user_data(base_os: str, arch: str, region: str) -> str | None:
+    """The build instance's user data where neither the base image nor Image Builder brings the SSM agent
+    (`ssm_agent: user-data` in cluster_config/os_support.py: Debian, Rocky Linux); None keeps Image Builder's own.
+
+    Image Builder runs every component through the agent, so without it the build never starts. A user data override
+    replaces Image Builder's user data, which also asks for its clean-up script before the snapshot: "include a command
+    in your user data that creates an empty file named perform_cleanup" in the recipe's working directory
+    (https://docs.aws.amazon.com/imagebuilder/latest/userguide/security-best-practices.html,
+    https://docs.aws.amazon.com/imagebuilder/latest/APIReference/API_AdditionalInstanceConfiguration.html)."""
+    entry = OS_SUPPORT[base_os]
+    if entry.ssm_agent != "user-data":
+        return None
+    url = ssm_agent_url(base_os, arch, region)
+    install = (
+        ['curl -fsSLo "$work/amazon-ssm-agent.deb" "$url"', 'dpkg -i "$work/amazon-ssm-agent.deb"']
+        if entry.package_manager == "apt"
+        else ['dnf install -y "$url"']
+    )
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "# elastic-slurm: replaces Image Builder's user data (stacks/images.py ssm_user_data)",
+            "set -euo pipefail",
+            f"touch {WORKING_DIRECTORY}/perform_cleanup",
+            f"url={url}",
+            "if ! command -v amazon-ssm-agent >/dev/null; then",
+            "  work=$(mktemp -d)",
+            *(f"  {command}" for command in install),
+            '  rm -rf "$work"',
+            "fi",
+            "systemctl enable --now amazon-ssm-agent",
+            "",
+        ]
+    )
 
 
 def parent_image(base_os: str, arch: str) -> str:
@@ -65,7 +104,7 @@ def staged_project_source() -> Path:
 
 
 # Bumped whenever the recipe's own settings below change (they are not among _version's inputs otherwise).
-RECIPE_REVISION = "2: SSM agent kept after the build"
+RECIPE_REVISION = "3: SSM agent from the user data where Image Builder does not install it; working directory /tmp"
 
 
 def _version(*texts: str) -> str:
@@ -168,6 +207,7 @@ class ImagesStack(cdk.Stack):
             components.append(
                 imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(component_arn=self.gpu_component.attr_arn)
             )
+        user_data = ssm_user_data(cluster.images.base_os, arch, self.region)
         recipe = imagebuilder.CfnImageRecipe(
             self,
             f"Recipe{cid}",
@@ -184,12 +224,14 @@ class ImagesStack(cdk.Stack):
             ),
             parent_image=parent_image(cluster.images.base_os, arch).replace("{region}", self.region),
             components=components,
+            working_directory=WORKING_DIRECTORY,
             # Image Builder removes an SSM agent it installed for the build unless told not to; the nodes need it
             # (Session Manager: `elastic-slurm connect`, the AmazonSSMManagedInstanceCore policy they hold).
             additional_instance_configuration=imagebuilder.CfnImageRecipe.AdditionalInstanceConfigurationProperty(
                 systems_manager_agent=imagebuilder.CfnImageRecipe.SystemsManagerAgentProperty(
                     uninstall_after_build=False
-                )
+                ),
+                user_data_override=cdk.Fn.base64(user_data) if user_data else None,
             ),
             block_device_mappings=[
                 imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(

@@ -1,5 +1,5 @@
 """Events and monitoring of one cluster: EventBridge rules → SQS queue the cluster manager reads (spot interruption
-warnings, rebalance recommendations, instance state changes, scheduled events), an SNS topic for operator alerts,
+warnings, rebalance recommendations, instance state changes to the states it acts on, scheduled events), an SNS topic for operator alerts,
 CloudWatch alarms on the queue, the controllers and the exporter's metrics (stacks/cluster_alarms.py), and a dashboard.
 """
 
@@ -18,6 +18,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from slurm_plugin.manager.model import GONE_INSTANCE_STATES
 from stacks.cluster_alarms import ClusterHealthAlarms
 
 EC2_EVENTS = {
@@ -25,6 +26,22 @@ EC2_EVENTS = {
     "Rebalance": ["EC2 Instance Rebalance Recommendation"],
     "StateChange": ["EC2 Instance State-change Notification"],
 }
+# What EventBridge can filter on: an EC2 event carries the instance id and, for a state change, the new state — no
+# tags, no launch template, nothing naming the cluster
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instance-state-changes.html), and instance ids are
+# not known when the rule is made. So no rule can select one cluster's instances: every cluster's queue receives the
+# events of every instance of the account in its regions, and the cluster manager drops those of instances no node of
+# its own runs on (slurm_plugin/manager/events.py). What a rule can drop is what no manager acts on: state changes to
+# `pending` and `running` (half of every instance's state changes); the manager acts only on GONE_INSTANCE_STATES.
+EC2_EVENT_DETAIL = {"StateChange": {"state": sorted(GONE_INSTANCE_STATES)}}
+
+
+def ec2_event_patterns() -> dict[str, events.EventPattern]:
+    """One pattern per EC2_EVENTS kind, narrowed to what the cluster manager acts on (EC2_EVENT_DETAIL)."""
+    return {
+        name: events.EventPattern(source=["aws.ec2"], detail_type=types, detail=EC2_EVENT_DETAIL.get(name))
+        for name, types in EC2_EVENTS.items()
+    }
 
 
 class ClusterMonitoring(Construct):
@@ -57,12 +74,12 @@ class ClusterMonitoring(Construct):
             retention_period=cdk.Duration.hours(6),  # stale EC2 events are useless to the manager
             dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
         )
-        for name, detail_types in EC2_EVENTS.items():
+        for name, pattern in ec2_event_patterns().items():
             events.Rule(
                 self,
                 name,
-                description=f"{cluster}: {detail_types[0]} to the cluster manager queue",
-                event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=detail_types),
+                description=f"{cluster}: {EC2_EVENTS[name][0]} to the cluster manager queue",
+                event_pattern=pattern,
                 targets=[targets.SqsQueue(self.queue)],
             )
         events.Rule(

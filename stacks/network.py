@@ -3,6 +3,9 @@
 New VPC: one private compute subnet per AZ sized by `compute_subnet_prefix`, small public subnets only to host the
 single NAT gateway, an S3 gateway endpoint, interface VPC endpoints for EC2, SSM, Secrets Manager, CloudWatch Logs and
 SQS unless `interface_endpoints: false` (then AWS calls cross the NAT), and VPC flow logs to CloudWatch Logs.
+
+Every flow the cluster uses has its rule here, and tests/contracts/test_network_flows.py checks each flow against the
+synthesized groups (and lists the openings no flow needs).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cluster_config.checks import network_azs
+from cluster_config.efa import pool_uses_efa
 from cluster_config.model import Cluster, ExistingNetwork, NewNetwork
 from stacks.naming import SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, SRUN_PORT_RANGE
 from stacks.onprem import OnpremIngress
@@ -136,6 +140,20 @@ class NetworkStack(cdk.Stack):
         # Members reach each other on every port and protocol: slurmctld/slurmd/srun, and the MPI, NCCL and EFA
         # traffic of multi-node jobs (EFA needs all traffic to and from the group itself).
         nodes.add_ingress_rule(nodes, ec2.Port.all_traffic(), "all traffic between cluster members (Slurm, MPI, EFA)")
+        if any(pool_uses_efa(pool) for partition in cluster.partitions for pool in partition.pools):
+            # EFA needs an outbound rule to the group itself even next to the all-outbound 0.0.0.0/0 rule (EFA's
+            # OS-bypass traffic is matched by group, not by address): "Prepare an EFA-enabled security group",
+            # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security and EKS's
+            # "Outbound All Self (for EFA traffic)", https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html
+            # L1: with allow_all_outbound the L2 group drops every further egress rule.
+            ec2.CfnSecurityGroupEgress(
+                self,
+                "NodesEfaEgress",
+                group_id=nodes.security_group_id,
+                ip_protocol="-1",
+                destination_security_group_id=nodes.security_group_id,
+                description="EFA: all traffic to the group itself",
+            )
         for label, port in ports:
             for cidr in self.peer_cidrs:
                 nodes.add_ingress_rule(ec2.Peer.ipv4(cidr), port, f"{label} from cluster members in peered {cidr}")
@@ -159,6 +177,14 @@ class NetworkStack(cdk.Stack):
         storage.add_ingress_rule(storage, ec2.Port.tcp_range(1018, 1023), "Lustre between file servers")
         for cidr in self.peer_cidrs:
             storage.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(2049), f"NFS from cluster members in {cidr}")
+        if cluster.storage.fsx_lustre:
+            # Lustre clients accept 988 and 1018-1023 from the file system's group ("Lustre client VPC security group
+            # rules", https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html); between
+            # clients the members' all-traffic rule above covers them.
+            nodes.add_ingress_rule(storage, ec2.Port.tcp(988), "Lustre from the FSx for Lustre file servers")
+            nodes.add_ingress_rule(
+                storage, ec2.Port.tcp_range(1018, 1023), "Lustre from the FSx for Lustre file servers"
+            )
         if cluster.storage.fsx_ontap or cluster.storage.fsx_openzfs:
             # NFSv3 clients of ONTAP/OpenZFS also need the portmapper and mountd/nlm ports.
             for proto, port_range in [("tcp", ec2.Port.tcp), ("udp", ec2.Port.udp)]:

@@ -15,6 +15,11 @@ from slurm_plugin.exporter.cloudwatch import NAMESPACE as METRICS_NAMESPACE
 from stacks.iam_policies import ArnScope, Statement, statement
 from stacks.naming import log_group_name, munge_secret_name
 
+# EFS client actions (Service Authorization Reference, Amazon Elastic File System: ClientMount = read,
+# ClientWrite = write, ClientRootAccess = act as root; resource type file-system)
+EFS_MOUNT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
+EFS_ROOT_ACTION = "elasticfilesystem:ClientRootAccess"
+
 
 @dataclass(frozen=True)
 class ControllerResources:
@@ -59,6 +64,38 @@ def directory_statements(directory: Directory | None) -> list[Statement]:
     return result
 
 
+# What the SSM agent needs on a node (Session Manager for `elastic-slurm connect`, Run Command for the deconfigure
+# Lambda): AWS's AmazonSSMManagedInstanceCore (v2) less its ssm:GetParameter and ssm:GetParameters on `*`, which would
+# let root on any node read every parameter of the account (issue 30); nodes read their cluster's parameters through
+# ReadClusterParameters. None of these actions has resource-level permissions in the agent's use.
+# https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSSMManagedInstanceCore.html
+SSM_AGENT_ACTIONS = (
+    "ssm:DescribeAssociation",
+    "ssm:GetDeployablePatchSnapshotForInstance",
+    "ssm:GetDocument",
+    "ssm:DescribeDocument",
+    "ssm:GetManifest",
+    "ssm:ListAssociations",
+    "ssm:ListInstanceAssociations",
+    "ssm:PutInventory",
+    "ssm:PutComplianceItems",
+    "ssm:PutConfigurePackageResult",
+    "ssm:UpdateAssociationStatus",
+    "ssm:UpdateInstanceAssociationStatus",
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+    "ec2messages:AcknowledgeMessage",
+    "ec2messages:DeleteMessage",
+    "ec2messages:FailMessage",
+    "ec2messages:GetEndpoint",
+    "ec2messages:GetMessages",
+    "ec2messages:SendReply",
+)
+
+
 def node_statements(
     scope: ArnScope,
     cluster: str,
@@ -67,13 +104,15 @@ def node_statements(
     file_system_arns: list[str] | None = None,
     action_objects: list[str] | None = None,
     directory: Directory | None = None,
+    file_system_root_access: bool = False,
 ) -> list[Statement]:
-    """Every node of `cluster` (controller and compute): its munge key, the cluster's parameters in every region it
+    """Every node of `cluster` (controller and compute): the SSM agent (`SSM_AGENT_ACTIONS`), its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
-    systems (EFS client mount), the S3 scripts of its custom actions (`custom_action_objects`), the directory's bind
-    password (`directory_statements`)."""
+    systems (`file_system_statements`, root access only with `file_system_root_access`: the controller), the S3 scripts of its
+    custom actions (`custom_action_objects`), the directory's bind password (`directory_statements`)."""
     logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
     result = [
+        statement("SsmAgent", list(SSM_AGENT_ACTIONS), ["*"]),
         statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
         statement(
             "ReadClusterParameters",
@@ -86,14 +125,22 @@ def node_statements(
     if action_objects:
         result.append(statement("ReadCustomActionScripts", ["s3:GetObject"], list(action_objects)))
     result += directory_statements(directory)
-    if file_system_arns:
-        result.append(
-            statement(
-                "MountSharedFileSystems",
-                ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
-                list(file_system_arns),
-            )
-        )
+    result += file_system_statements(file_system_arns or [], root_access=file_system_root_access)
+    return result
+
+
+def file_system_statements(file_system_arns: list[str], *, root_access: bool) -> list[Statement]:
+    """What a node needs to mount the cluster's EFS file systems with IAM authorization (mount option `iam`): the
+    file system policy (stacks/storage.py) allows no client anything, so these statements are the whole grant —
+    `ClientMount` (read) and `ClientWrite`; `ClientRootAccess` only where root writes the share (the controller's
+    boot creates and chowns Slurm's state and node-names directories on it, assets/bootstrap/elastic-slurm-config-apply);
+    without it EFS maps root to nobody. An Allow in either the identity or the file system policy suffices
+    (https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html)."""
+    if not file_system_arns:
+        return []
+    result = [statement("MountSharedFileSystems", list(EFS_MOUNT_ACTIONS), list(file_system_arns))]
+    if root_access:
+        result.append(statement("RootOnSharedFileSystems", [EFS_ROOT_ACTION], list(file_system_arns)))
     return result
 
 

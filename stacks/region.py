@@ -2,8 +2,8 @@
 
 The region's VPC and security groups come from a `NetworkStack` of their own; this stack adds the VPC peering to the
 home VPC (requested from here; same-account peering is accepted without a peer role) with routes on the remote
-side, a compute role and instance profile, one launch template per pool that has AZs in this region, and an
-EventBridge rule sending this region's EC2 events (spot interruptions, rebalance, state changes) to the home
+side, a compute role and instance profile, one launch template per pool that has AZs in this region, and
+EventBridge rules sending this region's EC2 events (spot interruptions, rebalance, state changes) to the home
 region's default bus. It is deployed after the images stack: the AMI parameter its templates resolve must exist. The
 home cluster stack reads the ids through CDK cross-region references and adds the home-side routes.
 """
@@ -24,10 +24,10 @@ from cluster_config.model import Cluster, NewNetwork
 from stacks.federation import peer_routes
 from stacks.iam_policies import ArnScope, to_cdk
 from stacks.launch_templates import add_managed_policies, pool_launch_template
-from stacks.monitoring import EC2_EVENTS
+from stacks.monitoring import EC2_EVENTS, ec2_event_patterns
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
-from stacks.node_policies import custom_action_objects, munge_secret_pattern, node_statements
+from stacks.node_policies import custom_action_objects, file_system_statements, munge_secret_pattern, node_statements
 from stacks.user_data import directory_values, node_names_values
 
 
@@ -48,6 +48,7 @@ class RegionStack(cdk.Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.cluster_name = cluster.name
         self.peering = ec2.CfnVPCPeeringConnection(
             self, "Peering", vpc_id=network.vpc.vpc_id, peer_vpc_id=home_vpc_id, peer_region=home_region
         )
@@ -56,7 +57,6 @@ class RegionStack(cdk.Stack):
             self,
             "ComputeRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
         # Names, not references: the home cluster stack depends on this stack, never the other way round.
         boot_env = {
@@ -107,18 +107,25 @@ class RegionStack(cdk.Stack):
                     home_region=home_region,
                 )
 
+    def allow_mounts(self, file_system_arns: list[str]) -> None:
+        """Let this region's compute nodes mount the home region's EFS file systems (IAM authorization, authorized
+        in the file system's region; the storage stack calls this with its ARNs). No root access: nothing a
+        compute node runs as root writes the shared file system."""
+        for statement in to_cdk(file_system_statements(file_system_arns, root_access=False)):
+            self.compute_role.add_to_policy(statement)
+
     def _forward_ec2_events(self, cluster: str, home_region: str) -> None:
         """EventBridge is regional: spot interruption warnings, rebalance recommendations and state changes of this
         region's nodes go to the home region's default bus, whose rules feed the cluster manager's queue."""
         home_bus = events.EventBus.from_event_bus_arn(
             self, "HomeBus", f"arn:{self.partition}:events:{home_region}:{self.account}:event-bus/default"
         )
-        events.Rule(
-            self,
-            "Ec2EventsToHome",
-            description=f"{cluster}: EC2 events of {self.region} to the home region ({home_region})",
-            event_pattern=events.EventPattern(
-                source=["aws.ec2"], detail_type=[t for types in EC2_EVENTS.values() for t in types]
-            ),
-            targets=[targets.EventBus(home_bus)],
-        )
+        # the home rules' patterns (stacks/monitoring.py): an event no home rule would match is not sent across regions
+        for name, pattern in ec2_event_patterns().items():
+            events.Rule(
+                self,
+                f"{name}ToHome",
+                description=f"{cluster}: {EC2_EVENTS[name][0]} of {self.region} to the home region ({home_region})",
+                event_pattern=pattern,
+                targets=[targets.EventBus(home_bus)],
+            )

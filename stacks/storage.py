@@ -5,6 +5,14 @@ JSON list of {type, dns/id, mount_point, options}), so nodes need no CloudFormat
 second one (`/elastic-slurm/{cluster}/mounts-remote`) lists what their nodes mount: the EFS by the IP address of its
 first mount target, across the VPC peering (EFS DNS names resolve only inside their own VPC); FSx file systems are not
 mounted in remote regions (docs/deploy.md, "Remote regions").
+
+EFS is mounted with IAM authorization (efs-utils `tls,iam`): the file system policy (`EFS_FILE_SYSTEM_POLICY`) refuses
+clients without TLS and allows no client anything by itself, so an anonymous mount is refused and each node role's
+statements (stacks/node_policies.py `file_system_statements`) are the whole grant. Remote regions' compute roles get
+theirs from here (`RegionStack.allow_mounts`): their stacks exist before this one, and the file system's ARN is known
+only now. Nothing in a VPC subnet is retained (docs/deploy.md, "Teardown"): EFS is (home directories) but its mount
+targets are not, so the network stack deletes cleanly; FSx file systems hold network interfaces in the subnets and
+the `Storage` security group, so they are deleted with the stack.
 """
 
 from __future__ import annotations
@@ -29,6 +37,33 @@ from cluster_config.model import (
 )
 from stacks.naming import mounts_parameter, remote_mounts_parameter
 from stacks.network import ClusterSecurityGroups
+from stacks.region import RegionStack
+
+EFS_CLIENT_ACTIONS = [
+    "elasticfilesystem:ClientMount",
+    "elasticfilesystem:ClientWrite",
+    "elasticfilesystem:ClientRootAccess",
+]
+# The EFS file system policy. CDK's own (feature flag @aws-cdk/aws-efs:denyAnonymousAccess) allows ClientWrite and
+# ClientRootAccess to every principal through a mount target, i.e. root to every node; ours allows nothing, so the
+# roles' identity statements decide (an Allow in either policy suffices, a Deny in either wins) and anonymous
+# clients, which have no identity policy, are refused; it denies every client without TLS (aws:SecureTransport).
+# https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html
+EFS_FILE_SYSTEM_POLICY: dict[str, Any] = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Sid": "RefuseClientsWithoutTls",
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Action": EFS_CLIENT_ACTIONS,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+    ],
+}
+# efs-utils options: TLS, and IAM authorization with the instance profile's credentials
+# (https://docs.aws.amazon.com/efs/latest/ug/mounting-IAM-option.html)
+EFS_MOUNT_OPTIONS = "tls,iam"
 
 LIFECYCLE_DAYS = {
     1: efs.LifecyclePolicy.AFTER_1_DAY,
@@ -101,6 +136,7 @@ class StorageStack(cdk.Stack):
             string_value=self.to_json_string(self.mounts),
         )
         if cluster.remote_regions:
+            self._grant_remote_regions(scope, cluster.name)
             ssm.StringParameter(
                 self,
                 "RemoteMounts",
@@ -108,6 +144,15 @@ class StorageStack(cdk.Stack):
                 description="Shared file systems nodes in remote regions mount (JSON)",
                 string_value=self.to_json_string(self.remote_mounts),
             )
+
+    def _grant_remote_regions(self, scope: Construct, cluster: str) -> None:
+        """The remote regions' compute roles may mount the file systems (a CDK cross-region reference: the region
+        stacks deploy after this one). Their stacks are this app's RegionStacks of `cluster`."""
+        for stack in scope.node.children:
+            if isinstance(stack, RegionStack) and stack.cluster_name == cluster:
+                stack.allow_mounts(self.file_system_arns)
+        # cfn-lint W3005 on the cross-region export writer CDK generates here (see stacks/app_builder.py)
+        self.template_options.metadata = {"cfn-lint": {"config": {"ignore_checks": ["W3005"]}}}
 
     def _backup_vault(self) -> backup.BackupVault:
         """The EFS backup vault, retained with its recovery points when the stack is deleted. Vault names are unique
@@ -134,16 +179,29 @@ class StorageStack(cdk.Stack):
             throughput_mode=throughput,
             removal_policy=cdk.RemovalPolicy.RETAIN,  # home directories outlive the cluster; see docs/deploy.md
         )
+        # escape hatch: replaces the policy CDK generates (see EFS_FILE_SYSTEM_POLICY)
+        efs_resource = file_system.node.default_child
+        assert isinstance(efs_resource, efs.CfnFileSystem)
+        efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
         if conf.backup:
             plan = backup.BackupPlan.daily35_day_retention(self, "EfsBackup", self._backup_vault())
             plan.add_selection("Efs", resources=[backup.BackupResource.from_efs_file_system(file_system)])
         self.file_system_arns.append(file_system.file_system_arn)
         self.mounts.append(
-            {"type": "efs", "source": file_system.file_system_id, "mount_point": conf.mount_point, "options": "tls"}
+            {
+                "type": "efs",
+                "source": file_system.file_system_id,
+                "mount_point": conf.mount_point,
+                "options": EFS_MOUNT_OPTIONS,
+            }
         )
-        # remote regions: by a mount target's address (efs-utils `mounttargetip`), the file system's region named
+        # remote regions: by a mount target's address (efs-utils `mounttargetip`), the file system's region named —
+        # efs-utils signs the IAM authorization for that region, where the file system and its policy are
+        # (https://docs.aws.amazon.com/efs/latest/ug/mount-fs-different-vpc.html)
         targets = [c for c in file_system.node.children if isinstance(c, efs.CfnMountTarget)]
-        options = cdk.Fn.join("", ["tls,region=", self.region, ",mounttargetip=", targets[0].attr_ip_address])
+        options = cdk.Fn.join(
+            "", [EFS_MOUNT_OPTIONS, ",region=", self.region, ",mounttargetip=", targets[0].attr_ip_address]
+        )
         self.remote_mounts.append(
             {"type": "efs", "source": file_system.file_system_id, "mount_point": conf.mount_point, "options": options}
         )
@@ -163,7 +221,9 @@ class StorageStack(cdk.Stack):
                 import_path=None if persistent else conf.s3_import_path,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
-            removal_policy=cdk.RemovalPolicy.RETAIN if persistent else cdk.RemovalPolicy.DESTROY,
+            # never retained: a retained file system keeps its network interfaces in the subnets and the Storage
+            # security group in use, so the network stack could not be deleted (docs/deploy.md, "Teardown")
+            removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         if persistent and conf.s3_import_path:
             # PERSISTENT_2 links S3 through a data repository association (no L2 construct exists for it).

@@ -1,6 +1,7 @@
 """Boot scripts of controllers and compute nodes on EC2 (pure: lists of shell lines, no CDK).
 
-Every role: write `/etc/elastic-slurm/env` (values CloudFormation fills in), install the munge key from Secrets
+Every role: write `/etc/elastic-slurm/env` (values CloudFormation fills in, each single-quoted: `env_file_text`),
+install the munge key from Secrets
 Manager, mount every shared file system listed in the mounts parameter, start SSSD for the site's directory (when the
 config has one), ship the Slurm and elastic-slurm logs to CloudWatch Logs. Then
 the controller fetches its config and `DeployedInfra`, finds the controllers' (and slurmdbd's) host names by their
@@ -16,7 +17,10 @@ in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component 
 
 from __future__ import annotations
 
+import re
+
 from cluster_config.model import Cluster, CustomActions, LoginPool, Pool
+from cluster_config.safe_types import PATH_PATTERN
 from slurm_plugin.render.manifest import node_names_dir
 from stacks.naming import CONF_SERVER_PENDING, directory_parameter
 
@@ -25,6 +29,18 @@ VENV_PYTHON = "/opt/elastic-slurm/venv/bin/python"
 ETC = "/etc/elastic-slurm"
 # the wait condition handle's pre-signed URL (a capability: readable by root only), written by the user data
 SIGNAL_URL_FILE = f"{ETC}/signal-url"
+
+# The mounts parameter's entries ({type, source, mount_point, options}) as `mount_point<TAB>fstab line`. fstab(5): "any
+# spaces or tabs within the fields must be escaped using \\040 or \\011" (https://man7.org/linux/man-pages/man5/fstab.5.html);
+# libmount reads any backslash and three octal digits back, so backslash, newline, CR and '#' are escaped too and a
+# line always has its six fields. The mount point itself (mkdir, mount) must be a plain path (MountPoint's pattern).
+FSTAB_JQ = (
+    r'def fstab: gsub("\\\\"; "\\134") | gsub(" "; "\\040") | gsub("\t"; "\\011") | gsub("\n"; "\\012")'
+    r' | gsub("\r"; "\\015") | gsub("#"; "\\043"); .[]'
+    f' | if (.mount_point | test("{PATH_PATTERN}")) then . else error("not a plain mount point: \\(.mount_point)") end'
+    r' | .mount_point + "\t" + ([if .type == "efs" then .source + ":/" else .source end, .mount_point, .type,'
+    r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
+)
 
 _PRELUDE = [
     "set -Eeuo pipefail",
@@ -62,20 +78,21 @@ _PRELUDE = [
     f" > {ETC}/mounts.json",
     "# get-parameters lists a missing name under InvalidParameters instead of failing: fail the boot here",
     f'if [ ! -s {ETC}/mounts.json ]; then echo "ParameterNotFound: $ES_MOUNTS_PARAMETER" >&2; false; fi',
-    f"jq -r '.[] | [.type, .source, .mount_point, .options] | @tsv' {ETC}/mounts.json |",
-    "while IFS=$'\\t' read -r fstype source mount_point options; do",
+    "# (FSTAB_JQ: each line's fields escaped per fstab(5), a mount point that is not a plain path stops the boot)",
+    f"jq -r '{FSTAB_JQ}' {ETC}/mounts.json |",
+    "while IFS=$'\\t' read -r mount_point line; do",
     '  mkdir -p "$mount_point"',
-    '  case "$fstype" in efs) device="$source:/" ;; *) device=$source ;; esac',
     "  if ! awk -v m=\"$mount_point\" '$2 == m {found=1} END {exit !found}' /etc/fstab; then",
-    '    printf \'%s %s %s %s,_netdev,nofail 0 0\\n\' "$device" "$mount_point" "$fstype" "$options" >> /etc/fstab',
+    "    printf '%s\\n' \"$line\" >> /etc/fstab",
     "  fi",
     '  mountpoint -q "$mount_point" || mount "$mount_point"',
     "done",
     "# users and groups from the site's directory (clusters[].directory), if any: sssd (assets/bootstrap)",
     f"{BIN}/elastic-slurm-directory",
-    "# Slurm's and elastic-slurm's logs to CloudWatch Logs, also kept on disk (slurm_plugin/log_shipping.py)",
+    "# Slurm's and elastic-slurm's logs to CloudWatch Logs, also kept on disk (slurm_plugin/log_shipping.py): to the",
+    "# log group in the home region ($ES_REGION), also from a node in a remote region",
     "if [ -x /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl ]; then",
-    f'  {VENV_PYTHON} -m slurm_plugin.log_shipping "$ES_LOG_GROUP" > {ETC}/cloudwatch-agent.json',
+    f'  {VENV_PYTHON} -m slurm_plugin.log_shipping --region "$ES_REGION" "$ES_LOG_GROUP" > {ETC}/cloudwatch-agent.json',
     "  /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s"
     f" -c file:{ETC}/cloudwatch-agent.json",
     "fi",
@@ -208,12 +225,61 @@ def login_values(pool: LoginPool) -> dict[str, str]:
     return {"ES_LOGIN_POOL": pool.name, **actions_values(pool.custom_actions)}
 
 
-def env_file(values: dict[str, str]) -> list[str]:
-    """Shell lines writing `values` to /etc/elastic-slurm/env (values must not contain single quotes)."""
+# The env file is read by bash (`set -a; . /etc/elastic-slurm/env`: this user data, elastic-slurm-config-apply and the
+# other boot scripts) and by systemd (`EnvironmentFile=` of the plugin's units; the local cloud's systemctl stand-in
+# strips the same quotes). Each value is written single-quoted, which both read verbatim: bash's single quotes, and
+# systemd's "a single-quoted value ... can contain any character verbatim other than single quote ... No
+# backslash-escape sequences are recognized" (systemd.exec(5), EnvironmentFile=:
+# https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#EnvironmentFile=). So a value may hold
+# anything but a single quote and a control character (newline, CR, NUL, ...), which are refused here.
+ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
+_NOT_IN_ENV_VALUE = re.compile(r"['\x00-\x1f\x7f]")
+ENV_END = "ES_ENV_END"  # the here-document's delimiter (quoted: the shell expands nothing inside)
+
+
+def env_file_text(values: dict[str, str]) -> str:
+    """The text of /etc/elastic-slurm/env: one `KEY='value'` line per value (ValueError for a value no quoting can
+    carry to both bash and systemd: a single quote or a control character)."""
+    lines = []
     for key, value in values.items():
-        if "'" in value or "\n" in value:
-            raise ValueError(f"{key}: user-data values may not contain quotes or newlines")
-    return [f"install -d -m 0755 {ETC}", *(f"echo '{k}={v}' >> {ETC}/env" for k, v in values.items())]
+        if not ENV_KEY.fullmatch(key):
+            raise ValueError(f"{key!r}: not an environment variable name")
+        bad = _NOT_IN_ENV_VALUE.search(value)
+        if bad:
+            raise ValueError(f"{key}: a user-data value may not contain {bad.group()!r} (quote or control character)")
+        lines.append(f"{key}='{value}'")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def read_env_file(text: str) -> dict[str, str]:
+    """The values of an env file `env_file_text` wrote (its exact inverse)."""
+    values = {}
+    for line in text.splitlines():
+        key, quoted = line.split("=", 1)
+        if not (ENV_KEY.fullmatch(key) and len(quoted) >= 2 and quoted[0] == quoted[-1] == "'"):
+            raise ValueError(f"not a line of the env file: {line!r}")
+        values[key] = quoted[1:-1]
+    return values
+
+
+def env_file(values: dict[str, str]) -> list[str]:
+    """Shell lines writing `values` to /etc/elastic-slurm/env (`env_file_text`), through a quoted here-document."""
+    text = env_file_text(values)
+    # root's only (mode 0600): the boot, the config apply and systemd (EnvironmentFile=) read it as root
+    return [
+        f"install -d -m 0755 {ETC}",
+        f"( umask 077; : >> {ETC}/env ) && chmod 0600 {ETC}/env",
+        f"cat >> {ETC}/env <<'{ENV_END}'",
+        *text.splitlines(),
+        ENV_END,
+    ]
+
+
+def env_values_in(user_data: str) -> dict[str, str]:
+    """The env-file values a user data script (`boot_commands` joined by newlines) writes."""
+    lines = user_data.splitlines()
+    start = lines.index(f"cat >> {ETC}/env <<'{ENV_END}'") + 1
+    return read_env_file("\n".join(lines[start : lines.index(ENV_END, start)]))
 
 
 def boot_commands(role: str, values: dict[str, str], signal_url: str | None = None) -> list[str]:

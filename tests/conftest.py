@@ -42,6 +42,9 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 # fixtures shared by the tests that run Slurm from the local cloud's root
 from tests.slurm_in_root import munge_socket  # noqa: E402, F401
 
+# the synthesized assemblies, once per session (per xdist worker) for tests/cdk, tests/contracts and tests/security
+from tests.synth import all_templates, assemblies  # noqa: E402, F401
+
 _SESSION_START = time.time()
 
 

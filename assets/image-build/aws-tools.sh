@@ -4,8 +4,11 @@
 # (FSx for Lustre). Production only: everything here is downloaded from AWS-hosted locations the machines `make test`
 # runs on cannot reach, so this step is the one build step the local cloud's image root skips (docs/local-cloud.md).
 set -euo pipefail
-. /etc/os-release
-os="${ID}${VERSION_ID%%.*}"
+. "$(dirname "$0")/os-lib.sh"
+cloudwatch_agent=$(os_value cloudwatch_agent)
+efs_utils=$(os_value efs_utils)
+lustre_client=$(os_value lustre_client)
+package_manager=$(os_value package_manager)
 arch=$(uname -m)
 deb_arch=$(dpkg --print-architecture 2>/dev/null || echo "$arch" | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 work=$(mktemp -d)
@@ -18,21 +21,21 @@ fi
 
 cwa="https://amazoncloudwatch-agent.s3.amazonaws.com"
 if [ ! -x /opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl ]; then
-  case "$os" in
-    amzn2023) dnf install -y amazon-cloudwatch-agent ;;
-    rocky9|rhel9|almalinux9) dnf install -y "$cwa/redhat/$deb_arch/latest/amazon-cloudwatch-agent.rpm" ;;
-    *) curl -fsSLo "$work/cwa.deb" "$cwa/debian/$deb_arch/latest/amazon-cloudwatch-agent.deb" && dpkg -i "$work/cwa.deb" ;;
+  case "$cloudwatch_agent" in
+    package) dnf install -y amazon-cloudwatch-agent ;;
+    rpm-url) dnf install -y "$cwa/redhat/$deb_arch/latest/amazon-cloudwatch-agent.rpm" ;;
+    deb-url) curl -fsSLo "$work/cwa.deb" "$cwa/debian/$deb_arch/latest/amazon-cloudwatch-agent.deb" && dpkg -i "$work/cwa.deb" ;;
   esac
 fi
 
 if ! command -v mount.efs >/dev/null; then
-  case "$os" in
-    amzn2023) dnf install -y amazon-efs-utils ;;
-    *)
+  case "$efs_utils" in
+    package) dnf install -y amazon-efs-utils ;;
+    source)
       # Outside Amazon Linux AWS documents building the package from its source (it needs Rust since 2.0)
-      case "$os" in
-        rocky9|rhel9|almalinux9) dnf install -y git rpm-build make rust cargo openssl-devel ;;
-        *) apt-get install -y -q --no-install-recommends git binutils rustc cargo pkg-config libssl-dev stunnel4 ;;
+      case "$package_manager" in
+        dnf) dnf install -y git rpm-build make rust cargo openssl-devel ;;
+        apt) apt-get install -y -q --no-install-recommends git binutils rustc cargo pkg-config libssl-dev stunnel4 ;;
       esac
       git clone --depth 1 https://github.com/aws/efs-utils "$work/efs-utils"
       cd "$work/efs-utils"
@@ -43,18 +46,19 @@ if ! command -v mount.efs >/dev/null; then
   esac
 fi
 
-# FSx for Lustre clients exist for Amazon Linux, RHEL/Rocky and Ubuntu (not Debian: the config refuses FSx for Lustre
-# with base_os debian13).
-case "$os" in
-  amzn2023) dnf install -y lustre-client ;;
-  rocky9|rhel9|almalinux9)
+# FSx for Lustre clients exist for Amazon Linux, RHEL/Rocky and Ubuntu (lustre_client=none for Debian: the validator
+# refuses FSx for Lustre there, reading the same table).
+case "$lustre_client" in
+  none) ;;
+  amzn) dnf install -y lustre-client ;;
+  el9)
     curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-rpm-public-key.asc -o /tmp/fsx-rpm.asc
     rpm --import /tmp/fsx-rpm.asc
     curl -fsSL "https://fsx-lustre-client-repo.s3.amazonaws.com/el/9/fsx-lustre-client.repo" \
       -o /etc/yum.repos.d/aws-fsx.repo
     dnf install -y kmod-lustre-client lustre-client
     ;;
-  ubuntu22|ubuntu24)
+  ubuntu)
     curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc \
       | gpg --dearmor > /usr/share/keyrings/fsx-ubuntu-public-key.gpg
     echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu ${VERSION_CODENAME} main" \

@@ -4,20 +4,19 @@
 #   install-plugin.sh ASSETS_DIR SOURCE_DIR
 #
 # ASSETS_DIR is the unpacked assets/ directory of the deployment (bootstrap, health checks, prolog, systemd units);
-# SOURCE_DIR the project source (pyproject.toml + packages), pip-installed into /opt/elastic-slurm/venv with a Python
-# >= 3.11 (python3.11 where the OS's python3 is older). Every console script of pyproject.toml is linked into
+# SOURCE_DIR the project source (pyproject.toml + packages), pip-installed into /opt/elastic-slurm/venv with the base
+# OS's Python >= 3.11 (its row of os-table.env: python3.11 where the OS's python3 is older). Every console script of pyproject.toml is linked into
 # /opt/elastic-slurm/bin. Executed by `make test` on Debian 13.
 set -euo pipefail
 assets="$1" source_dir="$2"
 prefix=/opt/elastic-slurm
 
-python=""
-for candidate in python3.13 python3.12 python3.11 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-    python=$(command -v "$candidate"); break
-  fi
-done
-[ -n "$python" ] || { echo "install-plugin.sh: no Python >= 3.11 on this image" >&2; exit 1; }
+# The interpreter is the base OS's row of os-table.env (python3.11 where the OS's python3 is older than 3.11)
+. "$(dirname "$0")/os-lib.sh"
+python_command=$(os_value python)
+python=$(command -v "$python_command") || { echo "install-plugin.sh: no $python_command on this image" >&2; exit 1; }
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "install-plugin.sh: $python is older than Python 3.11" >&2; exit 1; }
 
 rm -rf "$prefix/venv"
 "$python" -m venv "$prefix/venv"

@@ -52,7 +52,7 @@ grep -Eq '^passwd:.*\bsss\b' /etc/nsswitch.conf && grep -Eq '^group:.*\bsss\b' /
 [ -f /etc/systemd/system/sackd.service.d/elastic-slurm.conf ] || fail "no sackd drop-in (login nodes)"
 # clusters[].rest_api: slurmrestd with JWT, its drop-in and account, the web page's unit and the job templates
 [ -x /usr/sbin/slurmrestd ] && [ -f /usr/lib/systemd/system/slurmrestd.service ] || fail "no slurmrestd (rest_api)"
-for plugin in auth_jwt rest_auth_jwt openapi_slurmctld data_parser_v0_0_42; do
+for plugin in auth_jwt rest_auth_jwt openapi_slurmctld data_parser_v0_0_45; do
   [ -f "$plugins/$plugin.so" ] || fail "no Slurm plugin $plugin in $plugins (rest_api)"
 done
 [ -f /etc/systemd/system/slurmrestd.service.d/elastic-slurm.conf ] || fail "no slurmrestd drop-in (rest_api)"

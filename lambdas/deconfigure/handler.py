@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import shlex
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -87,10 +89,24 @@ def still_running(instances: Iterable[Instance], ids: Iterable[str]) -> list[str
     return sorted(i.instance_id for i in instances if i.instance_id in wanted and i.state not in GONE_STATES)
 
 
+# The same rules as the config's (cluster_config: CLUSTER_NAME_PATTERN, safe_types.PATH_PATTERN); this Lambda ships
+# without the project, so they are repeated here and a test checks they stay equal.
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
+MOUNT_POINT = re.compile(r"^(/[A-Za-z0-9._+@-]+)+$")
+
+
 def submit_host_commands(mount_points: list[str], cluster: str) -> list[str]:
-    """Shell commands that detach a submit host from the cluster (idempotent)."""
-    commands = [f"umount -l {mp} 2>/dev/null || true" for mp in mount_points]
-    commands.append(f"rm -rf /etc/elastic-slurm/{cluster} /etc/slurm/clusters/{cluster}")
+    """Shell commands that detach a submit host from the cluster (idempotent). They run as root (SSM
+    AWS-RunShellScript): every value is checked against the config's rules and shell-quoted, and a bad one is a
+    ValueError (the Delete fails with its reason) rather than a command."""
+    if not CLUSTER_NAME.fullmatch(cluster):
+        raise ValueError(f"cluster name {cluster!r} is not a cluster name")
+    for mp in mount_points:
+        if not MOUNT_POINT.fullmatch(mp) or {".", ".."} & set(mp.split("/")):
+            raise ValueError(f"mount point {mp!r} is not a plain absolute path")
+    commands = [f"umount -l {shlex.quote(mp)} 2>/dev/null || true" for mp in mount_points]
+    dirs = (f"/etc/elastic-slurm/{cluster}", f"/etc/slurm/clusters/{cluster}")
+    commands.append("rm -rf -- " + " ".join(shlex.quote(d) for d in dirs))
     return commands
 
 

@@ -18,15 +18,18 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import Metric
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 
 from slurm_plugin import logs
 from slurm_plugin.exporter import EXPORTER_PORT, cloudwatch
 from slurm_plugin.exporter.collector import ClusterCollector, Snapshot
 from slurm_plugin.exporter.plugin_source import PluginReader
 from slurm_plugin.exporter.slurm_source import SlurmReader
+from slurm_plugin.http_limits import CONNECTION_TIMEOUT
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 
 NAME = "slurm-exporter"
@@ -96,6 +99,20 @@ def _mode(text: str) -> str:
     return text
 
 
+class _TimedHandler(_SilentHandler):
+    """prometheus_client's request handler, with a timeout on each connection (slurm_plugin/http_limits.py)."""
+
+    timeout = CONNECTION_TIMEOUT
+
+
+def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> tuple[ThreadingWSGIServer, threading.Thread]:
+    """prometheus_client's threading WSGI server for /metrics, bound and serving in a daemon thread."""
+    server = make_server(host, port, make_wsgi_app(registry), ThreadingWSGIServer, handler_class=_TimedHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
+    thread.start()
+    return server, thread
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog=NAME, description="Prometheus metrics of Slurm and the power-save plugin; "
@@ -150,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry.register(collector)
     host, port = args.listen
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        server, thread = serve_metrics(host, port, registry)
     except OSError as exc:
         print(f"{NAME}: error: --listen {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -64,6 +64,11 @@ class LaunchRequest:
     # into this capacity reservation only (CapacityReservationSpecification), a Capacity Block when `capacity_block`
     capacity_reservation_id: str | None = None
     capacity_block: bool = False
+    # the launch template has network interfaces (EFA, stacks/launch_templates.py): RunInstances refuses an
+    # instance-level SubnetId next to them (InvalidParameterCombination, "If you specify a network interface, you must
+    # specify any subnets as part of the network interface", https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+    # API_RunInstances.html), so such launches go through CreateFleet, whose overrides carry the subnet
+    efa: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,8 +160,10 @@ class Ec2:
 
     # ------------------------------------------------------------------ launch
     def launch(self, request: LaunchRequest) -> LaunchResult:
-        """Launch with RunInstances (one override) or CreateFleet instant (several); never raises on EC2 errors."""
-        if len(request.overrides) == 1 or request.capacity_reservation_id:  # a reservation is one type in one AZ
+        """Launch with RunInstances (one override) or CreateFleet instant (several, or any number for a template with
+        network interfaces); never raises on EC2 errors."""
+        # a reservation is one type in one AZ (an EFA pool with one is refused at synth: stacks/launch_templates.py)
+        if request.capacity_reservation_id or (len(request.overrides) == 1 and not request.efa):
             return self._run_instances(request)
         return self._create_fleet(request)
 

@@ -86,6 +86,7 @@ def _launch_pool(manifest: Manifest, launch: PoolLaunch, ec2: Ec2, request_id: s
                 all_in_one_az=attempt.single_availability_zone,
                 capacity_reservation_id=attempt.capacity_reservation_id,
                 capacity_block=attempt.capacity_block,
+                efa=attempt.efa,
             )
             started = time.monotonic()
             answer = ec2.launch(request)

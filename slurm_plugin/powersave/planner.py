@@ -60,6 +60,7 @@ class Attempt:
     single_availability_zone: bool = False
     capacity_reservation_id: str | None = None  # launch only into this reservation
     capacity_block: bool = False  # ... a Capacity Block for ML (market type capacity-block)
+    efa: bool = False  # the template has EFA network interfaces (launched with CreateFleet only)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ def attempts_for(pool: PoolManifest, cooling_azs: Iterable[str] = ()) -> tuple[A
                     pool.placement_group,
                     capacity_reservation_id=pool.capacity_reservation_id,
                     capacity_block=pool.capacity_block,
+                    efa=pool.efa,
                 )
             )
     return tuple(result)

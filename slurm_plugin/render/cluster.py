@@ -164,8 +164,8 @@ def _power_save(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]], opts
     if not opts.slurmctld_parameters_in_base:
         yield "# nodes get NodeAddr/NodeHostname from the plugin (scontrol update), so no cloud_dns"
         yield f"SlurmctldParameters={','.join(FRAGMENT_SLURMCTLD_PARAMETERS)}"
-    yield "# without PrivateData=cloud, powered-down CLOUD nodes are hidden from sinfo and scontrol"
-    yield "PrivateData=cloud"
+    # no PrivateData: CLOUD nodes show by default since 23.02 (its `cloud` flag is a no-op); a site may set its own
+    # (clusters[].slurm_settings.PrivateData, e.g. jobs,usage,users) to hide other users' jobs
     yield "ReturnToService=2"
     if opts.prolog_program:
         yield "# starts jobs on freshly booted nodes at once instead of at slurmctld's next 30 s pass; no PrologFlags"

@@ -7,6 +7,7 @@ can run anywhere; the plugin would fail on them at launch, never silently launch
 from __future__ import annotations
 
 from cluster_config import Cluster, Pool, pool_azs, region_of_az
+from cluster_config.efa import pool_uses_efa
 from slurm_plugin.manifest import DeployedInfra, Location, Manifest, PoolManifest
 
 
@@ -92,6 +93,7 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         capacity_reservation_id=pool.capacity_reservation.id if pool.capacity_reservation else None,
         capacity_block=pool.capacity_reservation.capacity_block if pool.capacity_reservation else False,
         network_topology=pool.network_topology,
+        efa=pool_uses_efa(pool),
     )
 
 

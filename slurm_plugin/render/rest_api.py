@@ -33,7 +33,8 @@ def slurm_conf_lines(cluster: Cluster, state_save_location: str) -> list[str]:
         "# ---- REST API (rest_api): slurmrestd authenticates users with JWTs (`scontrol token`), key shared by the"
         " controllers",
         "AuthAltTypes=auth/jwt",
-        f"AuthAltParameters=jwt_key={jwt_key_path(state_save_location)}",
+        f"AuthAltParameters=jwt_key={jwt_key_path(state_save_location)},"
+        f"max_token_lifespan={cluster.rest_api.max_token_lifespan}",
     ]
 
 

@@ -16,6 +16,10 @@ from cluster_config.model_access import Directory
 DOMAIN = "directory"
 # system accounts the directory must never shadow
 FILTERED_USERS = ("root", "slurm", "munge")
+# Directory ids below this are never served: uid/gid 0 and the distributions' system accounts (issue 30). The slurm
+# account's fixed uid/gid 64030 lies above it; the boot refuses a directory that serves it
+# (assets/bootstrap/elastic-slurm-directory), since filter_users filters by name only.
+MIN_ID = 1000
 
 
 class SssdConfigError(ValueError):
@@ -56,6 +60,7 @@ def render_sssd_conf(directory: Directory, bind_password: str | None) -> str:
         "ldap_tls_reqcert": directory.tls_reqcert,
         "cache_credentials": "true",
         "enumerate": "false",
+        "min_id": str(MIN_ID),
     }
     if directory.bind_dn is not None and bind_password:
         domain |= {
@@ -64,6 +69,8 @@ def render_sssd_conf(directory: Directory, bind_password: str | None) -> str:
             "ldap_default_authtok": bind_password.strip("\n"),
         }
     domain |= {key: _value(value) for key, value in directory.domain_settings.items()}
+    if not str(domain["min_id"]).isdigit() or int(domain["min_id"]) < MIN_ID:
+        raise SssdConfigError(f"directory.domain_settings.min_id must be at least {MIN_ID} (system accounts' ids)")
     lines = [
         "# sssd.conf — written at boot by `elastic-slurm render-sssd` from clusters[].directory; mode 0600",
         "[sssd]",

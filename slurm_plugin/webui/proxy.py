@@ -19,7 +19,7 @@ USER_HEADER = "X-SLURM-USER-NAME"
 MAX_BODY = 1 << 20  # a job script and its options
 TIMEOUT = 60.0
 UNAUTHORIZED = 401
-# slurmrestd 24.11 answers 511 when slurmctld rejects the token (a wrong or expired one; a missing one is 401). RFC 6585
+# slurmrestd answers 511 when slurmctld rejects the token (a wrong or expired one; a missing one is 401). RFC 6585
 # keeps 511 for intercepting proxies ("origin servers should not generate it"), and browsers and HTTP clients treat it
 # as such: the proxy, the origin its clients see, answers 401 Unauthorized instead.
 NETWORK_AUTHENTICATION_REQUIRED = 511

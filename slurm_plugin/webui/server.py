@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_config.model_rest_api import DATA_PARSER
+from slurm_plugin.http_limits import CONNECTION_TIMEOUT
 from slurm_plugin.webui import proxy, templates
 
 STATIC = Path(__file__).parent / "static"
@@ -51,6 +52,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "elastic-slurm-webui"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    timeout = CONNECTION_TIMEOUT  # a silent connection is closed (slurm_plugin/http_limits.py)
 
     @property
     def webui(self) -> WebUi:

@@ -14,8 +14,20 @@ from localcloud.iam_requests import AuthzRequest
 SCRIPT = Path(__file__).with_name("iam_simulate.mjs")
 
 
-def evaluate(policies: Mapping[str, Any], requests: Sequence[AuthzRequest], account: str) -> list[str]:
-    """`Allowed`, `ImplicitlyDenied`, `ExplicitlyDenied` or `Error: ...` per request, in order."""
+ANONYMOUS = "anonymous"  # `principal` of a request that carries no IAM identity (e.g. an NFS mount without `iam`)
+
+
+def evaluate(
+    policies: Mapping[str, Any],
+    requests: Sequence[AuthzRequest],
+    account: str,
+    *,
+    resource_policy: Mapping[str, Any] | None = None,
+    principal: str | None = None,
+) -> list[str]:
+    """`Allowed`, `ImplicitlyDenied`, `ExplicitlyDenied` or `Error: ...` per request, in order: the identity
+    `policies` of `principal` (an ARN, `ANONYMOUS`, or by default a role of `account`), and the resource's own
+    `resource_policy` if given (same account: an Allow in either suffices, a Deny in either wins)."""
     node = shutil.which("node")
     if node is None:
         raise RuntimeError("node is not installed: run scripts/setup.sh")
@@ -24,6 +36,10 @@ def evaluate(policies: Mapping[str, Any], requests: Sequence[AuthzRequest], acco
         "policies": dict(policies),
         "requests": [{"action": r.action, "resource": r.resource, "context": r.context} for r in requests],
     }
+    if resource_policy is not None:
+        payload["resourcePolicy"] = dict(resource_policy)
+    if principal is not None:
+        payload["principal"] = principal
     done = subprocess.run(
         [node, str(SCRIPT)], input=json.dumps(payload), capture_output=True, text=True, check=False, timeout=300
     )

@@ -17,7 +17,7 @@ import pytest
 from lambdas.deconfigure.handler import deconfigure
 from localcloud.emulated_aws import EmulatedAws
 from localcloud.iam import ACCOUNT, role_documents, without_statement
-from localcloud.iam_requests import AuthzRequest, Inventory, Template, table
+from localcloud.iam_requests import AuthzRequest, Image, Inventory, Template, table
 from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements
@@ -31,6 +31,10 @@ UNEVALUABLE = "::document/"
 # Statements no recorded call needs, each with the reason.
 NOT_RECORDED = {
     "SpotServiceLinkedRole": "EC2 creates the spot service-linked role on the first spot launch of an account only",
+    "RunCreatesSpotRequests": "only a spot pool with one instance type in one AZ launches spot by RunInstances; the "
+    "recorded spot pool has two types (CreateFleet). tests/security/test_iam_abuse.py evaluates such a launch",
+    "RunFromPoolImages": "the recorded launches all run in HOME from the cluster's own image; a launch from a pool's "
+    "ami_id is evaluated in tests/security/test_iam_abuse.py",
 }
 
 
@@ -38,13 +42,23 @@ def _vpc_of(aws: EmulatedAws, region: str, subnet: str) -> str:
     return str(aws.client("ec2", region).describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"])
 
 
+def _own_image(aws: EmulatedAws) -> str:
+    """An AMI of this account in HOME, as Image Builder makes them (tagged for the cluster later: its name is unique
+    to the manifest)."""
+    ec2 = aws.client("ec2", HOME)
+    public = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    builder = ec2.run_instances(ImageId=public, InstanceType="c7i.large", MinCount=1, MaxCount=1)["Instances"][0]
+    image = ec2.create_image(InstanceId=builder["InstanceId"], Name=f"es-{uuid.uuid4().hex[:8]}")["ImageId"]
+    ec2.terminate_instances(InstanceIds=[builder["InstanceId"]])
+    return str(image)
+
+
 def _template(aws: EmulatedAws, vpc: str, profile_arn: str) -> str:
     """A launch template like the stacks' (image, node security group, compute instance profile) in HOME."""
     ec2 = aws.client("ec2", HOME)
     group = ec2.create_security_group(GroupName=f"nodes-{uuid.uuid4().hex[:6]}", Description="nodes", VpcId=vpc)
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     data = {
-        "ImageId": ami,
+        "ImageId": _own_image(aws),
         "InstanceType": "c7i.large",
         "SecurityGroupIds": [group["GroupId"]],
         "IamInstanceProfile": {"Arn": profile_arn},
@@ -75,6 +89,7 @@ def _inventory(aws: EmulatedAws, role_by_profile: dict[str, str]) -> Inventory:
     groups: dict[str, str] = {}
     templates: dict[str, Template] = {}
     tags: dict[str, dict[str, str]] = {}
+    images: dict[str, Image] = {}
     for region in (HOME, REMOTE):
         ec2 = aws.client("ec2", region)
         subnets.update({s["SubnetId"]: s["VpcId"] for s in ec2.describe_subnets()["Subnets"]})
@@ -97,7 +112,10 @@ def _inventory(aws: EmulatedAws, role_by_profile: dict[str, str]) -> Inventory:
         for reservation in ec2.describe_instances()["Reservations"]:
             for instance in reservation["Instances"]:
                 tags[instance["InstanceId"]] = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
-    return Inventory(ACCOUNT, subnets, groups, templates, tags)
+        used = sorted({t.image_id for t in templates.values()})
+        for image in ec2.describe_images(ImageIds=used)["Images"] if used else []:
+            images[image["ImageId"]] = Image(image["OwnerId"], {t["Key"]: t["Value"] for t in image.get("Tags", [])})
+    return Inventory(ACCOUNT, subnets, groups, templates, tags, images)
 
 
 @pytest.fixture
@@ -109,6 +127,15 @@ def recorded(aws: EmulatedAws, network: Network, tmp_path: Path) -> tuple[dict[s
     template = _template(aws, home_vpc, profile)
     net = Network(network.subnets, {HOME: template, REMOTE: network.templates[REMOTE]})
     manifest = make_manifest(aws, net, tmp_path)
+    home_image = aws.client("ec2", HOME).describe_launch_template_versions(LaunchTemplateId=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]["ImageId"]
+    aws.client("ec2", HOME).create_tags(
+        Resources=[home_image], Tags=[{"Key": "elastic-slurm:cluster", "Value": manifest.cluster}]
+    )
+    remote_image = aws.client("ec2", REMOTE).describe_launch_template_versions(
+        LaunchTemplateId=network.templates[REMOTE]
+    )["LaunchTemplateVersions"][0]["LaunchTemplateData"]["ImageId"]
     log = tmp_path / "requests.jsonl"
     aws.log_requests(log)
     try:
@@ -122,9 +149,11 @@ def recorded(aws: EmulatedAws, network: Network, tmp_path: Path) -> tuple[dict[s
         aws.log_requests(None)
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     requests = table(entries, _inventory(aws, {profile: role}))
+    types = tuple(sorted({t for pool in manifest.pools for t in pool.instance_types}))
+    # HOME launches the cluster's own image (owned, tagged); REMOTE names a public one by id, as a pool's ami_id
     targets = [
-        RegionTarget(HOME, home_vpc, [template], role),
-        RegionTarget(REMOTE, remote_vpc, [network.templates[REMOTE]], role),
+        RegionTarget(HOME, home_vpc, [template], role, types),
+        RegionTarget(REMOTE, remote_vpc, [network.templates[REMOTE]], role, types, (remote_image,)),
     ]
     scope = ArnScope("aws", ACCOUNT, HOME)
     controller = role_documents(manifest.cluster, targets, scope)["controller"]

@@ -70,7 +70,7 @@ def test_federation_members_authenticate_with_the_host_clusters_munge_key(assemb
     assert east_key["Properties"]["ReplicaRegions"] == [{"Region": "us-west-2"}]
     assert _of_type(fed, "es-west-cluster", "AWS::SecretsManager::Secret") == {}
     west = json.dumps(fed.template_json("es-west-cluster"))
-    assert "ES_MUNGE_SECRET=elastic-slurm/east/munge-key" in west or "elastic-slurm/east/munge-key" in west
+    assert "ES_MUNGE_SECRET='elastic-slurm/east/munge-key'" in west or "elastic-slurm/east/munge-key" in west
     assert "elastic-slurm/west/munge-key" not in west
     assert "es-east-cluster" in fed.manifest()["artifacts"]["es-west-cluster"]["dependencies"]
 
@@ -224,10 +224,12 @@ def test_node_role_policies_hold_exactly_the_statements_the_local_cloud_enforces
         return sorted(s.get("Sid", "<no Sid>") for s in policy["Properties"]["PolicyDocument"]["Statement"])
 
     scope = ArnScope("aws", "123456789012", "us-east-1")
-    node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"])
+    node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"], file_system_root_access=False)
+    controller_node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"], file_system_root_access=True)
+    assert {s["Sid"] for s in controller_node} - {s["Sid"] for s in node} == {"RootOnSharedFileSystems"}
     controller = [
         *fleet_statements(scope, "east", [RegionTarget("us-east-1", "vpc", ["lt"], "role")]),
-        *node,
+        *controller_node,
         *controller_statements(ControllerResources("object", "secret", "queue", "topic", "key", "parameter")),
     ]
     assert sids("ControllerRole") == sorted(s["Sid"] for s in controller)

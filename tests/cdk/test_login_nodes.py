@@ -52,7 +52,7 @@ def test_the_login_template_boots_sackd_configless_and_no_slurmd(assemblies: dic
     data = _login_template(assemblies)
     text = json.dumps(data["UserData"])
     assert "systemctl enable --now sackd" in text and "--conf-server $ELASTIC_SLURM_CONF_SERVER" in text
-    assert "ES_LOGIN_POOL=users" in text and "ES_ROLE=login" in text
+    assert "ES_LOGIN_POOL='users'" in text and "ES_ROLE='login'" in text
     # the controllers' instance ids: a replaced controller is a new launch template version, which rolls the login
     # nodes onto its address (sackd keeps the address it started with)
     (controller,) = _resources(assemblies, "AWS::EC2::Instance")

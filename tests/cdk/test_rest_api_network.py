@@ -25,9 +25,9 @@ def _ingress(rest_api: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_the_web_page_port_is_open_to_the_allowed_cidrs_only() -> None:
-    rules = _ingress({"enabled": True, "web_port": 8443, "allowed_cidrs": ["203.0.113.0/24", "2001:db8::/32"]})
+    rules = _ingress({"enabled": True, "web_port": 8443, "allowed_cidrs": ["100.64.3.0/24", "fd00:db8::/32"]})
     opened = sorted((r.get("CidrIp") or r.get("CidrIpv6"), r["FromPort"], r["ToPort"]) for r in rules)
-    assert opened == [("198.51.100.7/32", 22, 22), ("2001:db8::/32", 8443, 8443), ("203.0.113.0/24", 8443, 8443)]
+    assert opened == [("100.64.3.0/24", 8443, 8443), ("198.51.100.7/32", 22, 22), ("fd00:db8::/32", 8443, 8443)]
 
 
 def test_no_rule_without_the_rest_api() -> None:

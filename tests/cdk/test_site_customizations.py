@@ -41,7 +41,7 @@ def _launch_template(assemblies: dict[str, Assembly], prefix: str) -> dict[str, 
 
 def _user_data_actions(data: dict[str, Any]) -> dict[str, Any]:
     text = json.dumps(data["UserData"])
-    (encoded,) = re.findall(r"ES_ACTIONS=([A-Za-z0-9+/=]+)", text)
+    (encoded,) = re.findall(r"ES_ACTIONS='([A-Za-z0-9+/=]+)'", text)
     return json.loads(base64.b64decode(encoded))
 
 
@@ -92,9 +92,9 @@ def test_the_actions_reach_each_nodes_user_data(assemblies: dict[str, Assembly])
 
 def test_only_the_pool_without_hyperthreading_turns_its_threads_off_at_boot(assemblies: dict[str, Assembly]) -> None:
     # ES_SMT_OFF=1 in the env file: the compute user data then runs elastic-slurm-smt-off before slurmd
-    assert "ES_SMT_OFF=1" in json.dumps(_launch_template(assemblies, "Ltcpuc7i")["UserData"])
+    assert "ES_SMT_OFF='1'" in json.dumps(_launch_template(assemblies, "Ltcpuc7i")["UserData"])
     for other in ("Ltmlp5", "ControllerLt"):
-        assert "ES_SMT_OFF=1" not in json.dumps(_launch_template(assemblies, other)["UserData"]), other
+        assert "ES_SMT_OFF='1'" not in json.dumps(_launch_template(assemblies, other)["UserData"]), other
 
 
 def test_every_node_role_reads_exactly_the_directorys_bind_secret_and_its_parameter(
@@ -122,7 +122,7 @@ def test_every_node_role_reads_exactly_the_directorys_bind_secret_and_its_parame
     assert len(decrypts) == 3 and all(s["Resource"] == KMS_KEY and s["Action"] == "kms:Decrypt" for s in decrypts)
     for prefix in ("ControllerLt", "Ltcpuc7i", "Ltmlp5", "Loginusers"):
         text = json.dumps(_launch_template(assemblies, prefix)["UserData"])
-        assert "ES_DIRECTORY_PARAMETER=/elastic-slurm/site/directory" in text, prefix
+        assert "ES_DIRECTORY_PARAMETER='/elastic-slurm/site/directory'" in text, prefix
     (parameter,) = [
         p["Properties"]
         for p in _resources(assemblies, "AWS::SSM::Parameter").values()

@@ -20,7 +20,7 @@ EXAMPLES = REPO_ROOT / "cluster_config" / "examples"
 def test_controller_boot_renders_from_deployed_infra_and_starts_slurmctld() -> None:
     lines = boot_commands("controller", {"ES_CLUSTER": "c1", "ES_REGION": "us-east-1"})
     script = "\n".join(lines)
-    assert "echo 'ES_ROLE=controller' >> /etc/elastic-slurm/env" in lines
+    assert "ES_ROLE='controller'" in lines
     apply = (REPO_ROOT / "assets" / "bootstrap" / "elastic-slurm-config-apply").read_text()
     assert '--infra "$stage/infra.json"' in apply and f"{user_data.BIN}/elastic-slurm-config-apply" in script
     # slurmctld starts after slurmdbd answered and the accounting objects were applied; the boot waits for it to answer

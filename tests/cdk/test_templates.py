@@ -144,9 +144,20 @@ def test_controller_terminates_only_instances_tagged_for_its_cluster(template: T
                     [  # in template order: launch rules come first
                         Match.object_like(
                             {
-                                "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
-                                "Condition": {"StringEquals": {"aws:RequestTag/elastic-slurm:cluster": "gpu"}},
+                                "Action": "ec2:RunInstances",
+                                "Condition": Match.object_like(
+                                    {"StringEquals": Match.object_like({"aws:RequestTag/elastic-slurm:cluster": "gpu"})}
+                                ),
                                 "Resource": "arn:aws:ec2:us-east-1:123456789012:instance/*",  # the request tag on instances only
+                            }
+                        ),
+                        Match.object_like(
+                            {
+                                "Action": "ec2:CreateFleet",
+                                "Condition": Match.object_like(
+                                    {"StringEquals": Match.object_like({"aws:RequestTag/elastic-slurm:cluster": "gpu"})}
+                                ),
+                                "Resource": "arn:aws:ec2:us-east-1:123456789012:instance/*",
                             }
                         ),
                         Match.object_like(
@@ -168,12 +179,17 @@ def test_controller_launches_only_from_this_clusters_launch_templates(assemblies
     statements = controller["Properties"]["PolicyDocument"]["Statement"]
     launch = [s for s in statements if "ec2:RunInstances" in s["Action"]]
     unconditioned = [s for s in launch if "Condition" not in s]
+
+    def resources(statement: dict[str, Any]) -> list[Any]:  # CDK writes a single resource as a plain value
+        value = statement["Resource"]
+        return value if isinstance(value, list) else [value]
+
     for statement in unconditioned:
-        for resource in statement["Resource"]:
+        for resource in resources(statement):
             text = json.dumps(resource)
             assert ":instance/" not in text, f"instances are launched only with the cluster request tag: {text}"
             assert resource != "*", text
-    template_refs = [json.dumps(r) for s in unconditioned for r in s["Resource"] if "launch-template/" in json.dumps(r)]
+    template_refs = [json.dumps(r) for s in unconditioned for r in resources(s) if "launch-template/" in json.dumps(r)]
     assert len(template_refs) == 4  # one per pool, never a wildcard
     assert all('{"Ref": "Lt' in r for r in template_refs)
 

@@ -6,11 +6,13 @@ limit 1, blocks the metadata service for job users and mounts its file systems f
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
 import yaml
 
+from stacks import user_data
 from stacks.naming import config_url_parameter
 from stacks.user_data import boot_commands
 from tests.cdk.conftest import REPO_ROOT, Assembly, synth_once
@@ -145,8 +147,13 @@ def test_every_boot_blocks_the_metadata_service_for_job_users_before_anything_el
 @pytest.mark.parametrize("role", ["controller", "compute"])
 def test_shared_file_systems_are_mounted_from_fstab_with_netdev_and_nofail(role: str) -> None:
     script = "\n".join(boot_commands(role, {"ES_CLUSTER": "c1"}))
-    assert "%s %s %s %s,_netdev,nofail 0 0" in script and ">> /etc/fstab" in script
+    assert f"jq -r '{user_data.FSTAB_JQ}'" in script and ">> /etc/fstab" in script
     assert 'mount "$mount_point"' in script  # mounted by its fstab entry, as a reboot would
+    mounts = [{"type": "efs", "source": "fs-1", "mount_point": "/shared", "options": "tls,iam"}]
+    lines = subprocess.run(
+        ["jq", "-r", user_data.FSTAB_JQ], input=json.dumps(mounts), capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert lines == ["/shared\tfs-1:/ /shared efs tls,iam,_netdev,nofail 0 0"]
 
 
 def test_remote_region_nodes_mount_the_home_efs_by_a_mount_target_address(assemblies: dict[str, Assembly]) -> None:
@@ -156,13 +163,13 @@ def test_remote_region_nodes_mount_the_home_efs_by_a_mount_target_address(assemb
         for p in _of_type(assembly, "es-burst-storage", "AWS::SSM::Parameter").values()
     }
     remote = json.dumps(parameters["/elastic-slurm/burst/mounts-remote"])
-    assert "mounttargetip=" in remote and "IpAddress" in remote and "tls,region=" in remote
+    assert "mounttargetip=" in remote and "IpAddress" in remote and "tls,iam,region=" in remote
     assert "mounttargetip" not in json.dumps(parameters["/elastic-slurm/burst/mounts"])
     remote_templates = _of_type(assembly, "es-burst-region-us-west-2", "AWS::EC2::LaunchTemplate").values()
     home_templates = _of_type(assembly, "es-burst-cluster", "AWS::EC2::LaunchTemplate").values()
     assert remote_templates and home_templates
     for template in remote_templates:
         user_data = json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])
-        assert "ES_MOUNTS_PARAMETER=/elastic-slurm/burst/mounts-remote'" in user_data
+        assert "ES_MOUNTS_PARAMETER='/elastic-slurm/burst/mounts-remote'" in user_data
     for template in home_templates:  # the home nodes mount by DNS name (their parameter is a reference here)
         assert "mounts-remote" not in json.dumps(template["Properties"]["LaunchTemplateData"]["UserData"])

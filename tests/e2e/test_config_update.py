@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from cluster_config import load
+from cluster_config.model_rest_api import DATA_PARSER
 from localcloud import controller_boot, procs, webui_browser
 from localcloud.cloud import LocalCloud
 from localcloud.ops import OpsError
@@ -188,7 +189,7 @@ def _rest_state(cloud: LocalCloud) -> RestState:
     config = cloud.slurm("scontrol", "show", "config")
     alt = re.search(r"^AuthAltTypes\s*=\s*(\S+)", config, re.MULTILINE)
     request = urllib.request.Request(
-        webui_browser.page_url(cloud).rstrip("/") + "/slurm/v0.0.42/partitions/",
+        webui_browser.page_url(cloud).rstrip("/") + f"/slurm/{DATA_PARSER}/partitions/",
         headers={"X-SLURM-USER-NAME": webui_browser.JOB_USER, "X-SLURM-USER-TOKEN": _token_or_empty(cloud)},
     )
     try:

@@ -13,6 +13,7 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE, OpsError
+from slurm_plugin.render.cluster import exclusive_node_pair
 from tests.e2e.conftest import assert_no_orphans, cold_nodes
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +37,9 @@ def _whole_node_instances(cloud: LocalCloud) -> set[str]:
 
 def test_one_cpu_jobs_on_the_exclusive_partition_get_a_whole_node_each_and_no_memory(cloud: LocalCloud) -> None:
     cold_nodes(cloud, 3, prefix="whole-")  # every node of the partition powered down: the jobs must launch
-    assert "OverSubscribe=EXCLUSIVE" in cloud.slurm("scontrol", "show", "partition", "whole", "--oneliner").split()
+    # the release's own spelling: `Exclusive=NODE` from 26.05 (it shows OverSubscribe=NO), `OverSubscribe=EXCLUSIVE` before
+    whole_node = "=".join(exclusive_node_pair(cloud.info().slurm_version))
+    assert whole_node in cloud.slurm("scontrol", "show", "partition", "whole", "--oneliner").split()
     with_mem = cloud.sbatch("-p", "whole", "-n1", "--mem=3000", wrap="sleep 300")
     without_mem = cloud.sbatch("-p", "whole", "-n1", wrap="sleep 300")
     _running(cloud, with_mem, without_mem)

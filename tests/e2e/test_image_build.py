@@ -124,7 +124,12 @@ def test_build_slurm_refuses_a_tarball_of_another_checksum_before_unpacking(root
     try:
         wrong = "0" * 64
         result = _chroot(
-            root, "bash", "/opt/elastic-slurm/assets/image-build/build-slurm.sh", f"/tmp/{name}", wrong, "24.11.5"
+            root,
+            "bash",
+            "/opt/elastic-slurm/assets/image-build/build-slurm.sh",
+            f"/tmp/{name}",
+            wrong,
+            slurm_release.VERSION,
         )
     finally:
         (root / "tmp" / name).unlink()

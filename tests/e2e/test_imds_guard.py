@@ -8,7 +8,8 @@ Every command runs on a machine view of the root (localcloud/enter.py) entered i
 the host's network namespace is never changed. The listener is the namespace's only process: killing it ends both.
 
 - root reaches IMDS; a job user and, on a compute node, `slurm` are refused; on a controller `slurm` reaches it;
-  ES_IMDS_ALLOW adds a user; IPv6 IMDS is guarded too, and a missing ip6tables is not an error.
+  ES_IMDS_ALLOW adds a user; IPv6 IMDS is guarded too, and a missing ip6tables on an IPv6 kernel fails closed.
+- A rerun applies each family's rules in one iptables-restore (no window with the chain empty).
 - Running the guard again leaves exactly one jump from OUTPUT and the same chain.
 - An unknown user in ES_IMDS_ALLOW is a one-line error, exit 2, before any rule changes.
 """
@@ -245,20 +246,36 @@ def test_running_the_guard_twice_leaves_one_jump_and_the_same_chain(netns: Run, 
     assert not _reaches(netns, "slurm")
 
 
-def test_without_ip6tables_only_ipv4_is_guarded(netns: Run, root: Path) -> None:
-    # a PATH holding iptables but no ip6tables (a host directory bound over the root's empty /mnt)
+def test_without_ip6tables_on_an_ipv6_kernel_the_guard_fails_closed(netns: Run, root: Path) -> None:
+    # a PATH holding iptables but no ip6tables (a host directory bound over the root's empty /mnt): IPv6 IMDS would
+    # stay open, so the guard exits 1 in one line (its unit is RequiredBy slurmd/slurmctld: no Slurm daemon starts)
+    assert Path("/proc/net/if_inet6").exists(), "this host's kernel has no IPv6"
     with tempfile.TemporaryDirectory(prefix="imds-ipv4-only-") as tools:
-        os.symlink("/usr/sbin/iptables", Path(tools) / "iptables")
+        for tool in ("iptables", "iptables-restore"):
+            os.symlink(f"/usr/sbin/{tool}", Path(tools) / tool)
         ipv4_only = enter.View(root).with_binds((tools, "/mnt"))
         result = netns(
             ["/usr/bin/env", "PATH=/mnt:/usr/bin:/bin", GUARD],
             env={"ES_ROLE": "compute", "ES_IMDS_ALLOW": ""},
             on=ipv4_only,
         )
-    assert result.returncode == 0, result.stderr
-    assert not _reaches(netns, slurm_root.JOB_USER)
-    assert _reaches(netns, slurm_root.JOB_USER, IMDS_V6)
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1 and "IPv6" in result.stderr
     assert not any(CHAIN in r for r in _rules(netns, "ip6tables"))
+
+
+def test_a_rerun_replaces_the_rules_in_one_commit(netns: Run, root: Path) -> None:
+    """The chain is rebuilt by one iptables-restore per family: no flush-then-rebuild window. A trace of the run
+    shows the rule-changing commands: only `-restore` writes, `-C` only reads."""
+    assert _guard(netns, "controller").returncode == 0
+    traced = netns(["bash", "-x", GUARD], env={"ES_ROLE": "compute", "ES_IMDS_ALLOW": ""})
+    assert traced.returncode == 0, traced.stderr
+    commands = [line.lstrip("+ ") for line in traced.stderr.splitlines() if line.startswith("+")]
+    changing = {"-A", "-I", "-D", "-R", "-F", "-N", "-X", "-Z", "-P"}
+    writers = [c for c in commands if c.split(" ")[0] in ("iptables", "ip6tables") and changing & set(c.split(" "))]
+    assert writers == [], writers
+    assert sum(c.startswith(("iptables-restore", "ip6tables-restore")) for c in commands) == 2
+    assert not _reaches(netns, "slurm") and _reaches(netns)
 
 
 def test_an_unknown_user_in_es_imds_allow_is_one_line_exit_2_and_changes_nothing(netns: Run) -> None:

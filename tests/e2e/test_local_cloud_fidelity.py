@@ -21,7 +21,7 @@ from localcloud import controller_boot, enter, procs, slurm_root
 from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.ops import LIVE
-from stacks.user_data import SIGNAL_URL_FILE, boot_commands, pool_values
+from stacks.user_data import SIGNAL_URL_FILE, boot_commands, env_values_in, pool_values
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
 from tests.e2e.requeue_helpers import start_after_requeue_hold
 
@@ -221,12 +221,7 @@ def _boot_log(cloud: LocalCloud, instance_id: str) -> str:
 
 
 def _env_values(script: str) -> dict[str, str]:
-    values = {}
-    for line in script.splitlines():
-        if line.startswith("echo '") and line.endswith("' >> /etc/elastic-slurm/env"):
-            key, _, value = line[len("echo '") : -len("' >> /etc/elastic-slurm/env")].partition("=")
-            values[key] = value
-    return values
+    return env_values_in(script)
 
 
 def _signal_url(script: str) -> str:

@@ -23,6 +23,7 @@ from localcloud.iam import role_documents
 from localcloud.ops import LIVE
 from stacks.iam_policies import RegionTarget
 from stacks.node_policies import ControllerResources
+from stacks.user_data import read_env_file
 from tests.e2e.conftest import CONFIG, missing_prereqs
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.e2e
 
 def _env_file(cloud: LocalCloud) -> dict[str, str]:
     text = (cloud.layout.machine_dir("controller") / "etc-elastic-slurm" / "env").read_text()
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    return read_env_file(text)
 
 
 def test_the_emulated_aws_refuses_unsigned_and_dummy_callers(cloud: LocalCloud) -> None:

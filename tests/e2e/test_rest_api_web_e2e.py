@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cluster_config.model_rest_api import DATA_PARSER
 from localcloud import webui_browser
 from localcloud.cloud import LocalCloud
 from tests.e2e.conftest import cold_nodes
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 pytestmark = pytest.mark.e2e
-API = "/slurm/v0.0.42"
+API = f"/slurm/{DATA_PARSER}"
 SLURM_UID = 64030  # assets/image-build/build-slurm.sh
 
 

@@ -369,13 +369,18 @@ INVALID_CASES = [
     ),
     Case(
         "two_file_systems_on_one_mount_point",
-        {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_openzfs": {"mount_point": "/data/"}}},
-        [(f"{C0}.storage.fsx_openzfs.mount_point", "mount point '/data/' is already used by another file system")],
+        {f"{C0}.storage": {"efs": {"mount_point": "/data"}, "fsx_openzfs": {"mount_point": "/data"}}},
+        [(f"{C0}.storage.fsx_openzfs.mount_point", "mount point '/data' is already used by another file system")],
     ),
     # --- accounting, licenses, federation
     Case(
         "existing_accounting_without_endpoint",
-        {"accounting": {"mode": "existing", "secret_arn": "arn:aws:secretsmanager:x"}},
+        {
+            "accounting": {
+                "mode": "existing",
+                "secret_arn": "arn:aws:secretsmanager:us-east-1:111122223333:secret:db-AbCdEf",
+            }
+        },
         [("accounting.endpoint", "mode 'existing' needs endpoint")],
     ),
     Case(
@@ -454,11 +459,11 @@ INVALID_CASES = [
     # --- images
     Case(
         "unpinned_slurm_release_without_source",
-        {f"{C0}.images": {"slurm_version": "26.05.5"}},
+        {f"{C0}.images": {"slurm_version": "24.11.5"}},
         [
             (
                 f"{C0}.images.slurm_source",
-                "Slurm 26.05.5 has no pinned source (the pinned release is 24.11.5): give its url and sha256",
+                "Slurm 24.11.5 has no pinned source (the pinned release is 26.05.3): give its url and sha256",
             )
         ],
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 from pathlib import Path
@@ -21,13 +22,15 @@ interactive cpu-small-1 idle
 """
 
 
-def _fake_bin(tmp_path: Path, queued: str = "") -> Path:
+def _fake_bin(tmp_path: Path, queued: str = "", owner: str | None = None) -> Path:
+    owner = owner or getpass.getuser()  # the script's own user (root under its unit)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "sbatch.calls"
     scripts = {
         "sinfo": f"cat <<'OUT'\n{SINFO}OUT\n",
-        "squeue": f"printf '%s' '{queued}'\n",
+        # like squeue: every user's jobs, or with -u USER only that user's (the queued job belongs to `owner`)
+        "squeue": f'[[ " $* " == *" -u "* && " $* " != *" -u {owner} "* ]] || printf "%s" "{queued}"\n',
         "sbatch": f'echo "$*" >> {calls}\necho 42\n',
     }
     for name, body in scripts.items():
@@ -58,6 +61,13 @@ def test_nothing_is_submitted_while_a_round_is_queued(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert not (tmp_path / "sbatch.calls").exists()
     assert "still queued" in result.stdout
+
+
+def test_a_job_users_job_of_the_same_name_does_not_suppress_the_round(tmp_path: Path) -> None:
+    result = _run(_fake_bin(tmp_path, queued="17", owner="esuser"))
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "sbatch.calls").read_text().splitlines()) == 2
+    assert "3 node(s) submitted" in result.stdout
 
 
 @pytest.mark.parametrize("unit", ["slurm-longcheck.service", "slurm-longcheck.timer"])

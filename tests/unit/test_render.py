@@ -73,8 +73,6 @@ def test_small_config_power_save_fragment_is_exact() -> None:
         "TreeWidth=65533",
         "# nodes get NodeAddr/NodeHostname from the plugin (scontrol update), so no cloud_dns",
         "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1",
-        "# without PrivateData=cloud, powered-down CLOUD nodes are hidden from sinfo and scontrol",
-        "PrivateData=cloud",
         "ReturnToService=2",
         "# starts jobs on freshly booted nodes at once instead of at slurmctld's next 30 s pass; no PrologFlags",
         "PrologSlurmctld=/opt/elastic-slurm/bin/prolog-wait-for-boot.sh",

@@ -28,6 +28,10 @@ WHOLE: dict[str, Any] = {
 AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]  # 3 x 4091 addresses: room for 10,000 nodes
 DOC = Path(__file__).resolve().parents[2] / "docs" / "scheduling.md"
 SOURCE = {"url": "https://download.schedmd.com/slurm/slurm-26.05.5.tar.bz2", "sha256": "0" * 64}
+OLDER = {
+    "slurm_version": "24.11.5",
+    "slurm_source": {"url": "https://example.com/slurm-24.11.5.tar.bz2", "sha256": "0" * 64},
+}
 
 
 def partition_lines(*partitions: dict[str, Any], **cluster_fields: Any) -> list[str]:
@@ -45,7 +49,7 @@ def partition_lines(*partitions: dict[str, Any], **cluster_fields: Any) -> list[
 
 
 def test_exclusive_partition_gets_whole_nodes_and_no_memory_tracking_on_24_11() -> None:
-    lines = partition_lines(SHARED, WHOLE)
+    lines = partition_lines(SHARED, WHOLE, images=OLDER)
     assert lines[-2:] == [
         "PartitionName=cpu Nodes=cpu_c7i Default=YES MaxTime=INFINITE PriorityTier=1 DefMemPerCPU=1792 State=UP",
         "PartitionName=whole Nodes=whole_hpc Default=NO MaxTime=INFINITE PriorityTier=1 OverSubscribe=EXCLUSIVE "
@@ -55,8 +59,9 @@ def test_exclusive_partition_gets_whole_nodes_and_no_memory_tracking_on_24_11() 
     assert comment in lines
 
 
-def test_exclusive_partition_uses_the_exclusive_key_from_slurm_26_05() -> None:
-    images = {"slurm_version": "26.05.5", "slurm_source": SOURCE}
+@pytest.mark.parametrize("images", [{}, {"slurm_version": "26.05.5", "slurm_source": SOURCE}])
+def test_exclusive_partition_uses_the_exclusive_key_from_slurm_26_05(images: dict[str, Any]) -> None:
+    # {}: the pinned release (cluster_config/slurm_release.py, 26.05.3)
     (line,) = [line for line in partition_lines(SHARED, WHOLE, images=images) if line.startswith("PartitionName=whole")]
     assert " Exclusive=NODE SelectTypeParameters=CR_Core " in line
     assert "OverSubscribe" not in line and "DefMemPerCPU" not in line
@@ -88,7 +93,7 @@ def test_exclusive_partition_allocates_sockets_when_the_cluster_does() -> None:
 def test_only_shared_partitions_get_the_default_memory_comment() -> None:
     lines = partition_lines({**WHOLE, "default": True})
     assert not any("DefMemPerCPU" in line for line in lines)
-    assert lines[-1].endswith("OverSubscribe=EXCLUSIVE SelectTypeParameters=CR_Core State=UP")
+    assert lines[-1].endswith("Exclusive=NODE SelectTypeParameters=CR_Core State=UP")
 
 
 def test_a_shared_partition_over_the_exclusive_nodes_keeps_tracking_memory() -> None:

@@ -30,7 +30,11 @@ def config_with(accounting: str = "none", controllers: int = 1, efs: bool = True
     config = small_config(**overrides)
     if accounting == "none":
         return config
-    acct = {"mode": "existing", "endpoint": "db.example.com:3306", "secret_arn": "arn:aws:secretsmanager:us-east-1:1:x"}
+    acct = {
+        "mode": "existing",
+        "endpoint": "db.example.com:3306",
+        "secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:x",
+    }
     return config.model_copy(update={"accounting": config.accounting.model_validate(acct)})
 
 

@@ -256,3 +256,13 @@ def test_a_users_scheduler_parameters_keep_or_override_batch_sched_delay(users: 
     out, _, _ = rendered(slurm_settings={"SchedulerParameters": users})
     sched = [x for x in out.slurm_conf.splitlines() if x.lower().startswith("schedulerparameters=")]
     assert sched == [line]
+
+
+def test_a_sites_private_data_is_accepted_and_is_the_only_private_data_line() -> None:
+    """PrivateData is the site's (issue 30: sites must be able to hide other users' jobs): the product writes none,
+    since Slurm shows CLOUD nodes by default from 23.02 on (its `cloud` flag is a no-op)."""
+    out, base, _ = rendered(slurm_settings={"PrivateData": "jobs,usage,users"})
+    lines = [x for x in (base + out.slurm_conf).splitlines() if x.lower().startswith("privatedata")]
+    assert lines == ["PrivateData=jobs,usage,users"]
+    plain, plain_base, _ = rendered()
+    assert not [x for x in (plain_base + plain.slurm_conf).splitlines() if x.lower().startswith("privatedata")]

@@ -115,3 +115,11 @@ def test_render_sssd_writes_the_file_with_mode_0600(
     section.write_text("not json")
     assert main([*argv, "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith("elastic-slurm render-sssd: --directory-json: not a directory section")
+
+
+def test_sssd_serves_no_system_id_and_a_lower_min_id_is_refused() -> None:
+    lines = render_sssd_conf(Directory.model_validate(SECTION), "s3cret").splitlines()
+    assert "min_id = 1000" in lines
+    lowered = Directory.model_validate({**SECTION, "domain_settings": {"min_id": 0}})
+    with pytest.raises(SssdConfigError, match="min_id must be at least 1000"):
+        render_sssd_conf(lowered, "s3cret")

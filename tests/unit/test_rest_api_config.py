@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from cluster_config import ConfigInvalid, parse
+from cluster_config import ConfigInvalid, parse, slurm_release
 from cluster_config.config_paths import parse_pattern
+from cluster_config.model_rest_api import DATA_PARSER
 from cluster_config.update_policy import Policy, rule_for
 from elastic_slurm.cli import main
 from slurm_plugin.render import rest_api
@@ -38,7 +39,7 @@ def _enabled(**fields: Any) -> dict[str, Any]:
 def test_rest_api_is_off_by_default_with_slurms_port_and_8080() -> None:
     rest = parse(base()).clusters[0].rest_api
     assert (rest.enabled, rest.port, rest.web_port, rest.allowed_cidrs) == (False, 6820, 8080, [])
-    assert parse(_enabled(allowed_cidrs=["203.0.113.0/24"])).clusters[0].rest_api.allowed_cidrs == ["203.0.113.0/24"]
+    assert parse(_enabled(allowed_cidrs=["100.64.3.0/24"])).clusters[0].rest_api.allowed_cidrs == ["100.64.3.0/24"]
 
 
 def test_one_port_for_both_daemons_is_one_error_naming_web_port() -> None:
@@ -52,16 +53,28 @@ def test_a_slurm_daemon_port_is_refused() -> None:
 
 
 def test_the_whole_internet_is_refused_as_allowed_cidr() -> None:
-    [(where, message)] = _errors(_enabled(allowed_cidrs=["198.18.0.0/15", "0.0.0.0/0"]))
+    [(where, message)] = _errors(_enabled(allowed_cidrs=["100.72.0.0/15", "0.0.0.0/0"]))
     assert where == f"{REST}.allowed_cidrs[1]"
     assert "clear text" in message
     halves = _errors(_enabled(allowed_cidrs=["0.0.0.0/1", "128.0.0.0/1"]))
     assert [where for where, _ in halves] == [f"{REST}.allowed_cidrs[0]", f"{REST}.allowed_cidrs[1]"]
 
 
+@pytest.mark.parametrize("cidr", ["1.0.0.0/8", "203.0.113.0/24", "100.128.0.0/16", "2001:db8::/32", "fc00::/6"])
+def test_public_address_space_is_refused_as_allowed_cidr(cidr: str) -> None:
+    [(where, message)] = _errors(_enabled(allowed_cidrs=["100.64.0.0/10", "fd00::/8", cidr]))
+    assert where == f"{REST}.allowed_cidrs[2]" and "not private address space" in message
+
+
+def test_a_token_lifespan_outside_its_bounds_is_refused() -> None:
+    with pytest.raises(ConfigInvalid) as info:
+        parse(_enabled(max_token_lifespan=10))
+    assert [e.path for e in info.value.errors] == [f"{REST}.max_token_lifespan"]
+
+
 def test_allowed_cidrs_without_the_api_enabled_is_an_error() -> None:
     data = base()
-    set_path(data, REST, {"allowed_cidrs": ["198.18.0.0/15"]})
+    set_path(data, REST, {"allowed_cidrs": ["100.72.0.0/15"]})
     assert _errors(data) == [
         (f"{REST}.allowed_cidrs", "the REST API is not enabled: set rest_api.enabled: true or remove them")
     ]
@@ -84,16 +97,30 @@ def test_a_users_auth_alt_types_conflicts_with_the_rest_api() -> None:
     ]
 
 
-def test_slurm_26_is_refused_with_the_rest_api() -> None:
+@pytest.mark.parametrize("version", ["24.11.5", "25.11.7"])
+def test_a_release_that_does_not_serve_the_pages_data_parser_is_refused_with_the_rest_api(version: str) -> None:
     data = _enabled()
     set_path(
         data,
         "clusters[0].images",
-        {"slurm_version": "26.05.1", "slurm_source": {"url": "https://example.com/s.tar.bz2", "sha256": "a" * 64}},
+        {"slurm_version": version, "slurm_source": {"url": "https://example.com/s.tar.bz2", "sha256": "a" * 64}},
     )
     [(where, message)] = _errors(data)
     assert where == f"{REST}.enabled"
-    assert "Slurm 26.05.1 is not supported with the REST API" in message
+    assert f"Slurm {version} is not supported with the REST API (the web page speaks {DATA_PARSER}" in message
+
+
+def test_the_pinned_release_and_its_point_releases_are_accepted_with_the_rest_api() -> None:
+    pinned = parse(_enabled()).clusters[0]  # the pinned release (cluster_config/slurm_release.py)
+    assert (pinned.rest_api.enabled, pinned.images.slurm_version) == (True, slurm_release.VERSION)
+    data = _enabled()
+    set_path(
+        data,
+        "clusters[0].images",
+        {"slurm_version": "26.05.9", "slurm_source": {"url": "https://example.com/s.tar.bz2", "sha256": "a" * 64}},
+    )
+    later = parse(data).clusters[0]
+    assert (later.rest_api.enabled, later.images.slurm_version) == (True, "26.05.9")
 
 
 def test_update_policy_of_each_field() -> None:
@@ -110,7 +137,10 @@ def test_render_adds_jwt_auth_with_the_key_in_the_shared_state_dir() -> None:
     text = render_base_conf(config, "small", BaseSettings(controller_hosts=("ip-1(127.0.0.1)",)))
     assert "AuthType=auth/munge" in text.splitlines()
     assert "AuthAltTypes=auth/jwt" in text.splitlines()
-    assert "AuthAltParameters=jwt_key=/shared/slurm/state/small/jwt_hs256.key" in text.splitlines()
+    assert (
+        "AuthAltParameters=jwt_key=/shared/slurm/state/small/jwt_hs256.key,max_token_lifespan=86400"
+        in text.splitlines()
+    )
     off = render_base_conf(small_config(), "small", BaseSettings(controller_hosts=("ip-1(127.0.0.1)",)))
     assert "AuthAlt" not in off
 
@@ -149,7 +179,11 @@ def test_render_command_writes_rest_api_env_with_the_local_overrides(
 
 
 def test_slurmdbd_checks_tokens_with_the_host_clusters_key() -> None:
-    acct = {"mode": "existing", "endpoint": "db.example.com:3306", "secret_arn": "arn:aws:secretsmanager:us-east-1:1:x"}
+    acct = {
+        "mode": "existing",
+        "endpoint": "db.example.com:3306",
+        "secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:x",
+    }
     config = small_config(rest_api={"enabled": True})
     config = config.model_copy(update={"accounting": config.accounting.model_validate(acct)})
     assert rest_api.dbd_jwt_key(config, {}) == "/shared/slurm/state/small/jwt_hs256.key"

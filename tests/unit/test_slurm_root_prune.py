@@ -14,7 +14,9 @@ def test_prune_removes_old_unused_roots_and_keeps_current_young_and_foreign_entr
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(slurm_root, "ROOT_CACHE", tmp_path)
-    monkeypatch.setattr(slurm_root, "root_path", lambda major="24.11": tmp_path / f"image-{major}-current")
+    monkeypatch.setattr(
+        slurm_root, "root_path", lambda major=slurm_root.DEFAULT_SLURM: tmp_path / f"image-{major}-current"
+    )
     monkeypatch.setattr(slurm_root, "slurm_layer_path", lambda: tmp_path / "slurm-layer-current")
     current = [tmp_path / f"image-{major}-current" for major in slurm_root.RELEASES] + [
         tmp_path / "slurm-layer-current"

@@ -11,10 +11,15 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "assets" / "bootstrap" / "elastic-slurm-wait-predecessor"
 
 
+STRANGER = "i-stranger\t2026-11-01T00:00:00+00:00"  # an older instance of another owner named prod-controller-0
+
+
 def run(
     tmp_path: Path, instances: list[str], gone_after: int | None = None, wait: int = 30
 ) -> subprocess.CompletedProcess[str]:
-    """`instances`: 'id launchtime' lines DescribeInstances answers; after `gone_after` lookups only ours is left."""
+    """`instances`: 'id launchtime' lines DescribeInstances answers; after `gone_after` lookups only ours is left.
+    A stranger's instance that carries only the Name tag is in the answer unless the lookup filters on the cluster
+    and role tags, as EC2 would answer."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (tmp_path / "instances").write_text("\n".join(instances) + "\n")
@@ -22,6 +27,8 @@ def run(
         "#!/bin/bash\n"
         f'echo "$*" >> {tmp_path}/calls\n'
         f"n=$(wc -l < {tmp_path}/calls)\n"
+        '[[ " $* " == *" Name=tag:elastic-slurm:cluster,Values=prod "*"Name=tag:elastic-slurm:role,Values=controller "* ]]'
+        f' || printf "%s\\n" "{STRANGER}"\n'
         f'if [ -n "{gone_after or ""}" ] && [ "$n" -gt "{gone_after or 0}" ]; then grep i-new {tmp_path}/instances; '
         f"else cat {tmp_path}/instances; fi\n"
     )
@@ -72,3 +79,10 @@ def test_it_gives_up_at_its_bound_without_starting_slurm(tmp_path: Path) -> None
     assert (
         "the controller this one replaces (i-old) still runs after 1s: not starting Slurm next to it" in result.stderr
     )
+
+
+def test_an_instance_that_only_carries_the_name_is_not_waited_for(tmp_path: Path) -> None:
+    result = run(tmp_path, ["i-new\t2026-11-25T10:05:00+00:00"])
+    assert (result.returncode, result.stderr) == (0, "")
+    (call,) = calls(tmp_path)
+    assert "Name=tag:elastic-slurm:cluster,Values=prod" in call

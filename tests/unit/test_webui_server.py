@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from cluster_config.model_rest_api import DATA_PARSER
 from slurm_plugin.telemetry import events
 from slurm_plugin.webui import proxy, templates, zones
 from slurm_plugin.webui.__main__ import parse_listen
@@ -89,7 +90,7 @@ def test_the_page_and_its_script_are_served_with_a_strict_content_policy(site: t
         assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
         assert b'id="submit-form"' in answer.read()
     with urllib.request.urlopen(url + "/static/app.js", timeout=10) as answer:
-        assert b"/slurm/v0.0.42" in answer.read()
+        assert f"/slurm/{DATA_PARSER}".encode() in answer.read()
 
 
 def test_templates_list_hello_then_the_directorys_files(site: tuple[str, Path]) -> None:
@@ -106,10 +107,10 @@ def test_templates_list_hello_then_the_directorys_files(site: tuple[str, Path]) 
 
 def test_rest_calls_are_forwarded_with_the_jwt_headers_only(site: tuple[str, Path]) -> None:
     url, _ = site
-    status, _ = _call(url + "/slurm/v0.0.42/job/submit", "POST", body=b'{"job": {"script": "#!/bin/sh"}}')
+    status, _ = _call(url + f"/slurm/{DATA_PARSER}/job/submit", "POST", body=b'{"job": {"script": "#!/bin/sh"}}')
     assert status == 200
     [seen] = FakeRestd.seen
-    assert seen["path"] == "/slurm/v0.0.42/job/submit"
+    assert seen["path"] == f"/slurm/{DATA_PARSER}/job/submit"
     assert seen["body"] == '{"job": {"script": "#!/bin/sh"}}'
     sent = {k.lower() for k in seen["headers"]}
     assert {"x-slurm-user-name", "x-slurm-user-token"} <= sent
@@ -118,8 +119,8 @@ def test_rest_calls_are_forwarded_with_the_jwt_headers_only(site: tuple[str, Pat
 
 def test_a_wrong_token_is_401_as_is_a_missing_one(site: tuple[str, Path]) -> None:
     url, _ = site
-    assert _call(url + "/slurm/v0.0.42/nodes/", token=BAD)[0] == 401  # slurmrestd said 511
-    assert _call(url + "/slurm/v0.0.42/nodes/", token=None)[0] == 401
+    assert _call(url + f"/slurm/{DATA_PARSER}/nodes/", token=BAD)[0] == 401  # slurmrestd said 511
+    assert _call(url + f"/slurm/{DATA_PARSER}/nodes/", token=None)[0] == 401
     assert _call(url + "/elastic/node-zones", token=BAD)[0] == 401
 
 
@@ -135,7 +136,7 @@ def _status_of_headers_only(url: str, headers: dict[str, str]) -> int:
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
     try:
-        connection.putrequest("POST", "/slurm/v0.0.42/job/submit")
+        connection.putrequest("POST", f"/slurm/{DATA_PARSER}/job/submit")
         for name, value in headers.items():
             connection.putheader(name, value)
         connection.endheaders()
@@ -162,7 +163,7 @@ def test_a_body_over_the_limit_or_without_a_length_is_refused_unread(
 
 
 def test_slurmrestd_down_is_502_in_the_rest_api_error_shape() -> None:
-    answer = proxy.forward("http://127.0.0.1:9", "GET", "/slurm/v0.0.42/nodes/", {}, None)
+    answer = proxy.forward("http://127.0.0.1:9", "GET", f"/slurm/{DATA_PARSER}/nodes/", {}, None)
     assert answer.status == 502
     assert json.loads(answer.body)["errors"][0]["error"].startswith("slurmrestd is not answering")
 
@@ -183,10 +184,10 @@ def test_node_zones_follow_launches_and_terminations(site: tuple[str, Path]) -> 
 def test_the_log_names_the_user_and_never_the_token(site: tuple[str, Path], caplog: pytest.LogCaptureFixture) -> None:
     url, _ = site
     with caplog.at_level(logging.INFO, logger="slurm-webui"):
-        _call(url + f"/slurm/v0.0.42/jobs/?token={GOOD}")
-        _call(url + "/slurm/v0.0.42/jobs/", token=BAD)
+        _call(url + f"/slurm/{DATA_PARSER}/jobs/?token={GOOD}")
+        _call(url + f"/slurm/{DATA_PARSER}/jobs/", token=BAD)
     text = caplog.text
-    assert "GET /slurm/v0.0.42/jobs/ user=alice -> 200" in text
+    assert f"GET /slurm/{DATA_PARSER}/jobs/ user=alice -> 200" in text
     assert GOOD not in text and BAD not in text
 
 

@@ -1,7 +1,7 @@
 // The page's logic: every call goes to this same origin (/slurm/... is forwarded to slurmrestd, /elastic/... is the
 // page's server). The token stays in this page's memory only; text is always set with textContent (no HTML).
 "use strict";
-const API = "/slurm/v0.0.42";
+const API = "/slurm/v0.0.45"; // cluster_config/model_rest_api.py DATA_PARSER
 const REFRESH_MS = 3000;
 const auth = { user: "", token: "" };
 let timer = null;

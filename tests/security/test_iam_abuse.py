@@ -1,0 +1,143 @@
+"""The attacker's view of the controller role: with its credentials (a compromised controller, or anyone reaching its
+instance metadata) one can launch only what the cluster launches.
+
+Evaluated with the real IAM evaluator (tests/aws/iam_eval.py) against the synthesized controller policy of the
+`minimal` example (templates resolved by tests/contracts/cfn_resolve.py); the requests are built like the
+contract's legitimate launches (the plugin's launch from each pool template of the deployed-infra parameter), then
+altered one way each. The legitimate launch is the positive control.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from localcloud.iam import ACCOUNT, role_documents
+from localcloud.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
+from stacks.iam_policies import ArnScope, RegionTarget
+from stacks.naming import TAG_CLUSTER
+from tests.aws.iam_eval import evaluate
+from tests.cdk.conftest import Assembly
+from tests.contracts.test_aws_call_permissions import Context, _contexts, _launch_requests
+
+FOREIGN_ACCOUNT = "999999999999"
+
+
+@pytest.fixture(scope="module")
+def controller(assemblies: dict[str, Assembly]) -> Context:
+    """The `minimal` example's controller role and what its launches are built from."""
+    return next(c for c in _contexts(assemblies["minimal"]) if c.use.kind == "controller")
+
+
+def _results(ctx: Context, requests: list[AuthzRequest]) -> list[str]:
+    return evaluate(ctx.use.policies, requests, ctx.use.account)
+
+
+def _launch(ctx: Context) -> list[AuthzRequest]:
+    return [*_launch_requests(ctx, "RunInstances"), *_launch_requests(ctx, "CreateFleet")]
+
+
+def _only(requests: list[AuthzRequest], action: str, kind: str) -> list[AuthzRequest]:
+    return [r for r in requests if r.action == action and f":{kind}/" in r.resource]
+
+
+def test_the_legitimate_launches_from_the_cluster_templates_are_allowed(controller: Context) -> None:
+    requests = _launch(controller)
+    assert {r.action for r in requests} >= {"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateTags", "iam:PassRole"}
+    assert _results(controller, requests) == ["Allowed"] * len(requests)
+
+
+def test_run_instances_without_a_cluster_template_is_denied_on_every_resource(controller: Context) -> None:
+    run = [r for r in _launch_requests(controller, "RunInstances") if r.action == "ec2:RunInstances"]
+    untemplated = [
+        replace(r, context={k: v for k, v in r.context.items() if k != "ec2:LaunchTemplate"})
+        for r in run
+        if ":launch-template/" not in r.resource
+    ]
+    foreign = [
+        replace(
+            r,
+            context={
+                **r.context,
+                "ec2:LaunchTemplate": str(r.context["ec2:LaunchTemplate"]).rsplit("/", 1)[0] + "/lt-0foreign0000000000",
+            },
+        )
+        for r in run
+        if "ec2:LaunchTemplate" in r.context and ":launch-template/" not in r.resource
+    ]
+    assert len(untemplated) >= 5 and len(foreign) == len(untemplated)
+    assert _results(controller, untemplated + foreign) == ["ImplicitlyDenied"] * (2 * len(untemplated))
+
+
+def test_an_image_of_another_account_or_untagged_is_denied(controller: Context) -> None:
+    (image,) = {r.resource: r for r in _only(_launch(controller), "ec2:RunInstances", "image")}.values()
+    forged = [
+        replace(
+            image,
+            resource=image.resource.rsplit("/", 1)[0] + "/ami-0foreign",
+            context={**image.context, "ec2:Owner": FOREIGN_ACCOUNT},
+        ),
+        replace(image, context={k: v for k, v in image.context.items() if not k.startswith("aws:ResourceTag/")}),
+        replace(image, context={**image.context, f"aws:ResourceTag/{TAG_CLUSTER}": "other"}),
+    ]
+    assert _results(controller, [image, *forged]) == ["Allowed", *["ImplicitlyDenied"] * len(forged)]
+
+
+def test_an_instance_type_of_no_pool_is_denied_for_run_instances_and_create_fleet(controller: Context) -> None:
+    instances = [r for r in _launch(controller) if ":instance/" in r.resource and r.action != "ec2:CreateTags"]
+    assert {r.action for r in instances} == {"ec2:RunInstances", "ec2:CreateFleet"}
+    forged = [replace(r, context={**r.context, "ec2:InstanceType": "p5.48xlarge"}) for r in instances]
+    assert _results(controller, forged) == ["ImplicitlyDenied"] * len(forged)
+
+
+def test_a_subnet_or_security_group_of_another_vpc_is_denied(controller: Context) -> None:
+    network = [r for r in _launch(controller) if "ec2:Vpc" in r.context]
+    assert {r.resource.split(":")[-1].split("/")[0] for r in network} == {"subnet", "security-group"}
+    vpc = f"arn:aws:ec2:{controller.use.region}:{controller.use.account}:vpc/vpc-0foreign"
+    forged = [replace(r, context={**r.context, "ec2:Vpc": vpc}) for r in network]
+    assert _results(controller, forged) == ["ImplicitlyDenied"] * len(forged)
+
+
+def test_passing_the_compute_role_without_a_cluster_template_launches_nothing(controller: Context) -> None:
+    """iam:PassRole has no key naming the launch template (its keys: iam:PassedToService, iam:AssociatedResourceArn),
+    so the pass itself looks the same; the launch it is part of is denied on its instance, and no other role can be
+    passed."""
+    launch = _launch_requests(controller, "RunInstances")
+    (passed,) = {r.resource: r for r in launch if r.action == "iam:PassRole"}.values()
+    instance = _only(launch, "ec2:RunInstances", "instance")[0]
+    untemplated = replace(instance, context={k: v for k, v in instance.context.items() if k != "ec2:LaunchTemplate"})
+    other_role = replace(passed, resource=passed.resource.rsplit("/", 1)[0] + "/Admin")
+    assert _results(controller, [passed, untemplated, other_role]) == [
+        "Allowed",
+        "ImplicitlyDenied",
+        "ImplicitlyDenied",
+    ]
+
+
+def test_a_pool_ami_id_and_a_single_type_spot_run_instances_are_allowed_by_the_same_statements() -> None:
+    """What the recorded resume does not exercise (tests/aws/test_iam_conditions.py NOT_RECORDED), from the same
+    statement builder: a pool's own AMI named by id, and spot by RunInstances (one type, one AZ)."""
+    region, cluster, template = "us-east-1", "c1", "lt-0abc"
+    target = RegionTarget(region, "vpc-1", [template], f"arn:aws:iam::{ACCOUNT}:role/compute", ("c7i.large",),
+                          ("ami-0pool",))  # fmt: skip
+    policy = role_documents(cluster, [target], ArnScope("aws", ACCOUNT, region))["controller"]
+    inventory = Inventory(ACCOUNT, {"subnet-1": "vpc-1"}, {}, {template: Template("ami-0pool")},
+                          images={"ami-0pool": Image(FOREIGN_ACCOUNT)})  # fmt: skip
+    params = {
+        "LaunchTemplate.LaunchTemplateId": template,
+        "InstanceType": "c7i.large",
+        "SubnetId": "subnet-1",
+        "InstanceMarketOptions.MarketType": "spot",
+        "TagSpecification.1.ResourceType": "instance",
+        "TagSpecification.1.Tag.1.Key": TAG_CLUSTER,
+        "TagSpecification.1.Tag.1.Value": cluster,
+    }
+    requests = authorization_requests({"service": "ec2", "region": region, "action": "RunInstances",
+                                       "params": params}, inventory)  # fmt: skip
+    assert {r.resource.split(":")[-1].split("/")[0] for r in requests} >= {"image", "spot-instances-request"}
+    assert evaluate({"controller": policy}, requests, ACCOUNT) == ["Allowed"] * len(requests)
+    other = [
+        replace(r, resource=r.resource.replace("ami-0pool", "ami-0other")) for r in requests if ":image/" in r.resource
+    ]
+    assert evaluate({"controller": policy}, other, ACCOUNT) == ["ImplicitlyDenied"]
