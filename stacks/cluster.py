@@ -281,8 +281,6 @@ class ClusterStack(cdk.Stack):
             file_system_arns,
             action_objects=actions,
             directory=self.cluster.directory,
-            # only the controller writes the share as root (config apply: `install -d -o slurm` of the state dirs)
-            file_system_root_access=construct_id == "ControllerRole",
         )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)

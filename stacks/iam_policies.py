@@ -101,14 +101,15 @@ def _run_and_fleet(
     sid: str,
     run: list[str],
     fleet: list[str],
-    templates: list[str],
+    templates: list[str] | None,
     conditions: dict[str, Any] | None = None,
 ) -> list[Statement]:
-    """`Run{sid}`: ec2:RunInstances on `run` with `conditions` and the launch template one of `templates`;
-    `Fleet{sid}`: ec2:CreateFleet on `fleet` with `conditions` (CreateFleet has no ec2:LaunchTemplate key)."""
+    """`Run{sid}`: ec2:RunInstances on `run` with `conditions` (and, with `templates`, the launch template one of
+    them); `Fleet{sid}`: ec2:CreateFleet on `fleet` with `conditions` (CreateFleet has no ec2:LaunchTemplate key)."""
     run_conditions = {**(conditions or {})}
-    run_conditions["ArnEquals"] = {**run_conditions.get("ArnEquals", {}), LAUNCH_TEMPLATE_KEY: templates}
-    result = [statement(f"Run{sid}", ["ec2:RunInstances"], run, run_conditions)]
+    if templates is not None:
+        run_conditions["ArnEquals"] = {**run_conditions.get("ArnEquals", {}), LAUNCH_TEMPLATE_KEY: templates}
+    result = [statement(f"Run{sid}", ["ec2:RunInstances"], run, run_conditions or None)]
     if fleet:
         result.append(statement(f"Fleet{sid}", ["ec2:CreateFleet"], fleet, conditions))
     return result
@@ -141,6 +142,13 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
     all_images = [f"arn:{scope.partition}:ec2:{r}::image/*" for r in regions]
     named_images = [f"arn:{scope.partition}:ec2:{t.region}::image/{i}" for t in targets for i in t.image_ids]
     own_images = {"StringEquals": {"ec2:Owner": scope.account, f"aws:ResourceTag/{TAG_CLUSTER}": cluster}}
+    # Only the instance is bound to a cluster template (`ec2:LaunchTemplate`): every RunInstances authorizes an
+    # instance, so one without a cluster template is denied there. The resources a launch takes from its template
+    # (image, network, volumes, interfaces) are bound by their own conditions instead (owner and cluster tag, the
+    # cluster's VPC): CreateFleet authorizes them as RunInstances ("To specify resource-level permissions for
+    # resources specified in a launch template, you must include the resources in the RunInstances action
+    # statement", Service Authorization Reference, CreateFleet), and AWS documents no ec2:LaunchTemplate key in that
+    # implied check, so requiring it there could deny every fleet launch.
     result = [
         statement("LaunchOnlyFromClusterTemplates", LAUNCH_ACTIONS, templates),
         *_run_and_fleet("OnlyTaggedPoolInstances", instances, instances, templates, {"StringEquals": tagged}),
@@ -148,7 +156,7 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             "CreatesVolumesInterfacesFleets",
             [*(scope.arn(k, region=r) for r in regions for k in ("volume/*", "network-interface/*")), *groups],
             [*(scope.arn(k, region=r) for r in regions for k in ("volume/*", "fleet/*")), *groups],
-            templates,
+            None,
         ),
         # spot-instances-request has no ec2:LaunchTemplate key; it launches nothing without the instance above
         statement(
@@ -156,12 +164,12 @@ def fleet_statements(scope: ArnScope, cluster: str, targets: list[RegionTarget])
             ["ec2:RunInstances"],
             [scope.arn("spot-instances-request/*", region=r) for r in regions],
         ),
-        *_run_and_fleet("IntoClusterVpcsOnly", network, [n for n in network if ":subnet/" in n], templates, in_vpc),
+        *_run_and_fleet("IntoClusterVpcsOnly", network, [n for n in network if ":subnet/" in n], None, in_vpc),
         # the fleet's image comes from its template: authorized as RunInstances (so no Fleet statement)
-        *_run_and_fleet("FromClusterImagesOnly", all_images, [], templates, own_images),
+        *_run_and_fleet("FromClusterImagesOnly", all_images, [], None, own_images),
     ]
     if named_images:
-        result += _run_and_fleet("FromPoolImages", named_images, [], templates)
+        result += _run_and_fleet("FromPoolImages", named_images, [], None)
     return [
         *result,
         statement(

@@ -24,7 +24,7 @@ from cluster_config.checks import architecture_of
 from cluster_config.model import Cluster
 from cluster_config.os_support import OS_SUPPORT, ssm_agent_url
 from stacks.image_source import ASSETS_NOT_SHIPPED
-from stacks.naming import ami_parameter, image_flavor, root_device
+from stacks.naming import TAG_CLUSTER, ami_parameter, image_flavor, root_device
 from stacks.project import ASSETS_DIR, stage_project_source
 
 ASSETS = ASSETS_DIR / "imagebuilder"  # assets/ of the checkout, or of a pip-installed package (stacks/project.py)
@@ -266,7 +266,8 @@ class ImagesStack(cdk.Stack):
                     region=region,
                     ami_distribution_configuration={
                         "Name": f"elastic-slurm-{cluster.name}-{flavor}-{{{{ imagebuilder:buildDate }}}}",
-                        "AmiTags": {"elastic-slurm:cluster": cluster.name, "elastic-slurm:flavor": flavor},
+                        # the controller may launch only the account's images with this tag (stacks/iam_policies.py)
+                        "AmiTags": {TAG_CLUSTER: cluster.name, "elastic-slurm:flavor": flavor},
                     },
                     # Image Builder writes the new AMI id here; launch templates resolve it at launch time.
                     ssm_parameter_configurations=[

@@ -104,11 +104,12 @@ def node_statements(
     file_system_arns: list[str] | None = None,
     action_objects: list[str] | None = None,
     directory: Directory | None = None,
-    file_system_root_access: bool = False,
+    file_system_root_access: bool = True,
 ) -> list[Statement]:
     """Every node of `cluster` (controller and compute): the SSM agent (`SSM_AGENT_ACTIONS`), its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
-    systems (`file_system_statements`, root access only with `file_system_root_access`: the controller), the S3 scripts of its
+    systems (`file_system_statements`; root access on the share unless `file_system_root_access` is False: every node
+    role has it, see `file_system_statements`), the S3 scripts of its
     custom actions (`custom_action_objects`), the directory's bind password (`directory_statements`)."""
     logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
     result = [
@@ -132,9 +133,12 @@ def node_statements(
 def file_system_statements(file_system_arns: list[str], *, root_access: bool) -> list[Statement]:
     """What a node needs to mount the cluster's EFS file systems with IAM authorization (mount option `iam`): the
     file system policy (stacks/storage.py) allows no client anything, so these statements are the whole grant —
-    `ClientMount` (read) and `ClientWrite`; `ClientRootAccess` only where root writes the share (the controller's
-    boot creates and chowns Slurm's state and node-names directories on it, assets/bootstrap/elastic-slurm-config-apply);
-    without it EFS maps root to nobody. An Allow in either the identity or the file system policy suffices
+    `ClientMount` (read) and `ClientWrite`, and `ClientRootAccess` (`root_access`) on every node role: the
+    controller's boot creates and chowns Slurm's state and node-names directories on the share
+    (assets/bootstrap/elastic-slurm-config-apply), and sites' prologs, health checks and custom actions commonly write
+    it as root on compute and login nodes; without it EFS maps root to nobody. Squashing root there would protect
+    little: NFS trusts the client's uids, so root on a node can act as any user anyway. An Allow in either the
+    identity or the file system policy suffices
     (https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html)."""
     if not file_system_arns:
         return []

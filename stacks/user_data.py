@@ -37,7 +37,8 @@ SIGNAL_URL_FILE = f"{ETC}/signal-url"
 FSTAB_JQ = (
     r'def fstab: gsub("\\\\"; "\\134") | gsub(" "; "\\040") | gsub("\t"; "\\011") | gsub("\n"; "\\012")'
     r' | gsub("\r"; "\\015") | gsub("#"; "\\043"); .[]'
-    f' | if (.mount_point | test("{PATH_PATTERN}")) then . else error("not a plain mount point: \\(.mount_point)") end'
+    f' | if (.mount_point | test("{PATH_PATTERN}")) and (.mount_point | test("/\\\\.\\\\.?(/|$)") | not)'
+    ' then . else error("not a plain mount point: \\(.mount_point)") end'
     r' | .mount_point + "\t" + ([if .type == "efs" then .source + ":/" else .source end, .mount_point, .type,'
     r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
 )

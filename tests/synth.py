@@ -6,6 +6,7 @@ Assertions then read the cloud assemblies (templates, manifest.json, validation-
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -80,10 +81,8 @@ def synth_once(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="session")
-def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
-    """Config stem → synthesized assembly, all configs synthesized concurrently by the real CLI."""
-    base = tmp_path_factory.mktemp("cdk-out")
+def synthesize_all(base: Path) -> dict[str, Assembly]:
+    """Config stem → assembly, every config synthesized concurrently by the real CLI into `base`."""
     running = []
     for config in CONFIGS:
         outdir = base / config.stem
@@ -115,6 +114,28 @@ def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
                 process.wait()
             log.close()
     return result
+
+
+@pytest.fixture(scope="session")
+def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
+    """Config stem → synthesized assembly. Under pytest-xdist the workers of one run share one synthesis: the first
+    to arrive synthesizes into the run's common temp dir under a file lock, the others wait for it and read the same
+    (read-only) assemblies, so a `make test` synthesizes each config once, not once per worker."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return synthesize_all(tmp_path_factory.mktemp("cdk-out"))
+    shared = tmp_path_factory.getbasetemp().parent / "cdk-out-shared"  # the run's dir, common to its workers
+    shared.mkdir(exist_ok=True)
+    record = shared / "assemblies.json"
+    with (shared.parent / "cdk-out-shared.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not record.exists():
+            result = synthesize_all(shared)
+            data = {stem: [a.returncode, a.output] for stem, a in result.items()}
+            record.write_text(json.dumps(data), encoding="utf-8")
+            return result
+    data = json.loads(record.read_text(encoding="utf-8"))
+    by_stem = {config.stem: config for config in CONFIGS}
+    return {stem: Assembly(by_stem[stem], shared / stem, code, output) for stem, (code, output) in data.items()}
 
 
 @pytest.fixture(scope="session")

@@ -224,9 +224,9 @@ def test_node_role_policies_hold_exactly_the_statements_the_local_cloud_enforces
         return sorted(s.get("Sid", "<no Sid>") for s in policy["Properties"]["PolicyDocument"]["Statement"])
 
     scope = ArnScope("aws", "123456789012", "us-east-1")
-    node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"], file_system_root_access=False)
-    controller_node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"], file_system_root_access=True)
-    assert {s["Sid"] for s in controller_node} - {s["Sid"] for s in node} == {"RootOnSharedFileSystems"}
+    node = node_statements(scope, "east", ["us-east-1"], "munge", ["efs"])
+    controller_node = node
+    assert "RootOnSharedFileSystems" in {s["Sid"] for s in node}  # root writes the share on every node
     controller = [
         *fleet_statements(scope, "east", [RegionTarget("us-east-1", "vpc", ["lt"], "role")]),
         *controller_node,

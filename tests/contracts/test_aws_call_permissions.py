@@ -400,3 +400,23 @@ def test_a_new_boto3_call_without_a_permission_is_extracted_and_reported_unautho
     (call,) = (AwsCall(c.service, c.operation, c.origin, frozenset({"controller"})) for c in found)
     denied = _denied(ctx.use, [call], ctx)
     assert len(denied) == 1 and "snippet.py:5: ec2:DeleteVpc on * {} -> ImplicitlyDenied" in denied[0]
+
+
+def test_the_images_the_controller_may_launch_are_the_images_the_images_stack_tags(
+    assemblies: dict[str, Assembly],
+) -> None:
+    """The launch policy admits the account's images tagged `elastic-slurm:cluster=<cluster>` (the requests above
+    assume it): every distribution of every images stack must tag its AMIs so, else every launch would be denied."""
+    checked = 0
+    for name, assembly in assemblies.items():
+        for stack in assembly.templates:
+            resources = assembly.template_json(stack).get("Resources", {})
+            for resource in resources.values():
+                if resource["Type"] != "AWS::ImageBuilder::DistributionConfiguration":
+                    continue
+                cluster = stack.removeprefix("es-").removesuffix("-images")
+                for distribution in resource["Properties"]["Distributions"]:
+                    tags = distribution["AmiDistributionConfiguration"]["AmiTags"]
+                    assert tags.get(TAG_CLUSTER) == cluster, f"{name}/{stack}: {tags}"
+                    checked += 1
+    assert checked >= len(assemblies)  # at least one distribution per config

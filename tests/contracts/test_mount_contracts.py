@@ -73,7 +73,9 @@ class MountingRole:
 
     @property
     def actions(self) -> list[str]:
-        return [MOUNT, WRITE, ROOT] if self.needs_root else [MOUNT, WRITE]
+        """Every node writes the share as root: the controller's boot (`needs_root`), and sites' prologs, health checks
+        and custom actions on compute and login nodes (stacks/node_policies.file_system_statements)."""
+        return [MOUNT, WRITE, ROOT]
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,7 @@ def test_remote_region_nodes_mount_the_home_efs_by_address_authorized_in_its_reg
     for role, line, fs in remote:
         assert resolver.stacks[role.stack].region != fs.region  # a node of the remote region
         assert line.option("region") == fs.region and "iam" in line.options
-        assert not role.needs_root and ROOT not in role.actions
+        assert not role.needs_root and ROOT in role.actions  # no config apply there, root access all the same
 
 
 def test_nothing_retained_keeps_the_cluster_subnets_or_security_groups_in_use(

@@ -103,7 +103,9 @@ def test_fstab_fields_are_escaped_so_every_line_has_six_fields_and_reads_back() 
     assert second == "/shared\tfs-1:/ /shared efs tls,_netdev,nofail 0 0"
 
 
-@pytest.mark.parametrize("mount_point", ["/shared$(touch pwned)", "/a b", "relative", "/x\n/y", "/a//b"])
+@pytest.mark.parametrize(
+    "mount_point", ["/shared$(touch pwned)", "/a b", "relative", "/x\n/y", "/a//b", "/shared/../etc", "/a/./b", "/.."]
+)
 def test_the_boot_stops_at_a_mount_point_that_is_not_a_plain_path(mount_point: str) -> None:
     out = _fstab([{"type": "efs", "source": "fs-1", "mount_point": mount_point, "options": "tls"}])
     assert out.returncode != 0 and "not a plain mount point" in out.stderr and out.stdout == ""

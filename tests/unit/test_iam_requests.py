@@ -42,19 +42,21 @@ def test_create_fleet_is_authorized_per_listed_resource_type_with_its_own_condit
     assert sorted(by_resource) == sorted(
         [
             f"{arn}instance/i-new",
-            f"{arn}volume/vol-new",
             f"{arn}fleet/fleet-new",
             f"{arn}subnet/subnet-a",
             f"{arn}launch-template/lt-1",
-            "arn:aws:ec2:us-east-1::image/ami-1",
         ]
     )  # CreateFleet lists no network-interface or security-group resource
     assert by_resource[f"{arn}instance/i-new"].context == {
         "aws:RequestTag/elastic-slurm:cluster": "c1",
         "aws:TagKeys": ["elastic-slurm:cluster"],
+        "ec2:InstanceType": "unknown",  # the inventory knows no instance type
     }
-    assert by_resource[f"{arn}volume/vol-new"].context == {}  # untagged by the call: no request tag
+    assert by_resource[f"{arn}fleet/fleet-new"].context == {}  # untagged by the call: no request tag
     assert by_resource[f"{arn}subnet/subnet-a"].context == {"ec2:Vpc": f"{arn}vpc/vpc-1"}
+    # what the fleet takes from its template (volumes, interfaces, image, groups) is authorized as RunInstances
+    implied = {r.resource for r in authorization_requests(_fleet(), INV) if r.action == "ec2:RunInstances"}
+    assert {f"{arn}volume/vol-new", "arn:aws:ec2:us-east-1::image/ami-1", f"{arn}security-group/sg-1"} <= implied
 
 
 def test_launch_also_authorizes_tagging_on_create_and_passing_the_template_role() -> None:
@@ -73,7 +75,13 @@ def test_run_instances_includes_security_groups_with_their_vpc() -> None:
     }
     groups = [r for r in authorization_requests(entry, INV) if ":security-group/" in r.resource]
     assert [(g.resource.rsplit("/", 1)[1], g.context) for g in groups] == [
-        ("sg-1", {"ec2:Vpc": "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"})
+        (
+            "sg-1",
+            {
+                "ec2:Vpc": "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1",
+                "ec2:LaunchTemplate": "arn:aws:ec2:us-east-1:123456789012:launch-template/lt-1",
+            },
+        )
     ]
 
 
