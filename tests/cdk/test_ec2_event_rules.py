@@ -60,9 +60,9 @@ def test_state_changes_pass_only_to_the_states_the_manager_acts_on(all_templates
 
 def test_a_dropped_state_change_is_one_the_manager_ignores() -> None:
     """The consumer's side: a `running` or `pending` event produces no action even for a node's own instance."""
-    node = Node(name="cpu-c7i-1", state="ALLOCATED", addr="10.0.0.5")
+    node = Node(name="cpu-c7i-1", state="ALLOCATED", addr="127.0.0.5")
     launched = datetime(2026, 1, 1, tzinfo=UTC)
-    instance = Instance("i-0abc", "us-west-2", "running", "10.0.0.5", launched, cluster="burst")
+    instance = Instance("i-0abc", "us-west-2", "running", "127.0.0.5", launched, cluster="burst")
     for state in STATES:
         actions = event_actions(parse_message(json.dumps(_event(STATE_CHANGE, state=state))), [node], [instance])
         assert bool(actions) == (state in GONE_INSTANCE_STATES), state

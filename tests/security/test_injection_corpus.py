@@ -87,14 +87,14 @@ BASE: dict[str, Any] = {
                             {
                                 "subnet_id": "subnet-0123456789abcdef0",
                                 "availability_zone": "us-west-2a",
-                                "cidr": "10.1.0.0/20",
+                                "cidr": "100.65.0.0/20",
                             }
                         ],
                     },
                 },
                 {
                     "region": "us-west-1",
-                    "network": {"mode": "create", "vpc_cidr": "10.3.0.0/16", "availability_zones": ["us-west-1a"]},
+                    "network": {"mode": "create", "vpc_cidr": "100.67.0.0/16", "availability_zones": ["us-west-1a"]},
                 },
             ],
             "storage": {
@@ -147,7 +147,7 @@ BASE: dict[str, Any] = {
                 "bind_password_kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/0a1b2c3d-4e5f",
                 "domain_settings": {"ldap_user_search_base": "ou=people,dc=example,dc=com"},
             },
-            "ssh_allowed_cidrs": ["10.0.0.0/8"],
+            "ssh_allowed_cidrs": ["100.64.0.0/10"],
             "iam_policies": {
                 "controller": ["arn:aws:iam::aws:policy/ReadOnlyAccess"],
                 "compute": ["arn:aws:iam::111122223333:policy/site-read"],
@@ -155,7 +155,7 @@ BASE: dict[str, Any] = {
             },
             "tags": {"team": "hpc"},
             "budget": {"monthly_limit_usd": 1000, "alert_emails": ["ops@example.com"]},
-            "rest_api": {"enabled": True, "allowed_cidrs": ["10.0.0.0/8"]},
+            "rest_api": {"enabled": True, "allowed_cidrs": ["100.64.0.0/10"]},
             "slurm_settings": {"SchedulerParameters": "bf_continue"},
             "cgroup_settings": {"AllowedRAMSpace": 98},
             "gres_settings": {"AutoDetect": "off"},
@@ -167,7 +167,7 @@ BASE: dict[str, Any] = {
                 "mode": "import",
                 "vpc_id": "vpc-0fedcba9876543210",
                 "subnets": [
-                    {"subnet_id": "subnet-0fedcba9876543210", "availability_zone": "us-east-1a", "cidr": "10.2.0.0/20"}
+                    {"subnet_id": "subnet-0fedcba9876543210", "availability_zone": "us-east-1a", "cidr": "100.66.0.0/20"}
                 ],
             },
             "storage": {"efs": {}},
@@ -199,8 +199,8 @@ BASE: dict[str, Any] = {
         {
             "name": "site",
             "burst_to": ["alpha"],
-            "controller_cidrs": ["192.168.0.0/24"],
-            "submit_cidrs": ["192.168.1.0/24"],
+            "controller_cidrs": ["100.68.0.0/24"],
+            "submit_cidrs": ["100.68.1.0/24"],
         }
     ],
     "accounts": [{"name": "proj", "description": "Project", "organization": "Org", "users": ["alice"]}],
@@ -450,7 +450,7 @@ def slurm_files(config: ElasticSlurmConfig) -> dict[str, str]:
         out = render_cluster(config, cluster.name, placeholder_infra(cluster), CACHE)
         files |= {f"{cluster.name}/{name}": text for name, text in out.fragments.items()}
         files[f"{cluster.name}/slurm.conf"] = render_base_conf(
-            config, cluster.name, BaseSettings(controller_hosts=("ip-10-0-0-1",), slurmdbd_host="10.0.0.1")
+            config, cluster.name, BaseSettings(controller_hosts=("ip-127-0-0-1",), slurmdbd_host="127.0.0.1")
         )
         files[f"{cluster.name}/cgroup.conf"] = render_cgroup_conf(None, cluster.cgroup_settings)
     return files
