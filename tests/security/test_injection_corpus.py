@@ -167,7 +167,11 @@ BASE: dict[str, Any] = {
                 "mode": "import",
                 "vpc_id": "vpc-0fedcba9876543210",
                 "subnets": [
-                    {"subnet_id": "subnet-0fedcba9876543210", "availability_zone": "us-east-1a", "cidr": "100.66.0.0/20"}
+                    {
+                        "subnet_id": "subnet-0fedcba9876543210",
+                        "availability_zone": "us-east-1a",
+                        "cidr": "100.66.0.0/20",
+                    }
                 ],
             },
             "storage": {"efs": {}},
