@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
-from localcloud.faults import Faults
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.aws.faults import Faults
 from slurm_plugin.hostlists import compress, expand
 from slurm_plugin.manifest import Manifest, PoolManifest, write_manifest
 from slurm_plugin.powersave import capacity

@@ -41,8 +41,9 @@ from bench import scale_phases as phases
 from bench.scale_report import table, targets
 from cluster_config import load
 from cluster_config.loader import ConfigInvalid
-from localcloud import procs, slurm_root
 from localcloud.cloud import DAEMONS, LocalCloud
+from localcloud.image import slurm_root
+from localcloud.services import procs
 from slurm_plugin.hostlists import compress
 from slurm_plugin.manifest import load_manifest
 

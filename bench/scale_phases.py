@@ -21,7 +21,7 @@ from typing import Any
 from bench import scale_watch as watch
 from bench.scale_probe import REPORT_PREFIX
 from localcloud.cloud import LocalCloud
-from localcloud.slurm_root import SRC_IN_ROOT
+from localcloud.image.slurm_root import SRC_IN_ROOT
 from slurm_plugin.manager.observe import parse_json, parse_oneliner
 from slurm_plugin.powersave.slurm import parse_show_nodes
 from slurm_plugin.telemetry import events

@@ -2,12 +2,12 @@
 
 Read by the config's default (`images.slurm_version`), by the image recipe (stacks/images.py passes them to the
 component's build script) and by the local cloud, which builds its image root from the same bytes with the same
-script (localcloud/image_root.py). The source is SchedMD's own: GitHub's archive of the release tag
+script (localcloud/image/image_root.py). The source is SchedMD's own: GitHub's archive of the release tag
 (`slurm-26-05-3-1`), which is reproducible byte for byte from the tag (`git archive --prefix=slurm-slurm-26-05-3-1/
 slurm-26-05-3-1 | gzip -cn`) and carries SchedMD's committed `configure` and META, so it builds like a release
 tarball (its top directory is `slurm-slurm-26-05-3-1/`). AWS build instances download the URL; a machine that cannot
 reach it (an air-gapped site, the test machines) finds the same bytes in a source mirror directory
-(localcloud.image_root.source_tarball). The build stops on any other content (build-slurm.sh checks the sha256).
+(localcloud.image.image_root.source_tarball). The build stops on any other content (build-slurm.sh checks the sha256).
 A config that wants another release names it in `images.slurm_source` with its sha256.
 """
 

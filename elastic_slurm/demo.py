@@ -23,12 +23,12 @@ from pathlib import Path
 
 from cluster_config import ConfigInvalid, load
 from elastic_slurm.commands.config_cmds import summary
+from localcloud.aws.faults import CapacityFault, Faults
 from localcloud.cloud import LocalCloud, LocalCloudError
-from localcloud.faults import CapacityFault, Faults
+from localcloud.image.slurm_root import JOB_USER
+from localcloud.instances.login_nodes import sbatch_on_login, wait_ready
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT
-from localcloud.login_nodes import sbatch_on_login, wait_ready
 from localcloud.ops import LIVE, OpsError
-from localcloud.slurm_root import JOB_USER
 
 DEMO_CONFIG = REPO_ROOT / "cluster_config" / "examples" / "local-demo.yaml"
 JOB_TIMEOUT = 240

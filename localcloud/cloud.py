@@ -30,25 +30,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import (
-    boot_data,
-    cloud_iam,
-    conf,
-    controller_boot,
-    daemons,
-    directory,
-    enter,
-    machines,
-    procs,
-    prometheus,
-    slurm_root,
-)
-from localcloud.aws_setup import create_infra, plan_networks
-from localcloud.emulated_aws import DAEMON_PORTS_FROM, EmulatedAws, free_port
-from localcloud.iam import Credentials
+from localcloud import conf
+from localcloud.aws import cloud_iam
+from localcloud.aws.aws_setup import create_infra, plan_networks
+from localcloud.aws.emulated_aws import DAEMON_PORTS_FROM, EmulatedAws, free_port
+from localcloud.aws.iam import Credentials
+from localcloud.image import slurm_root
+from localcloud.instances import boot_data, controller_boot, enter, machines
+from localcloud.instances.login_nodes import create_login_groups
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
-from localcloud.login_nodes import create_login_groups
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
+from localcloud.services import daemons, directory, procs, prometheus
 from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.render import sssd
 from slurm_plugin.render.base import shared_mount as shared_mount_of
@@ -64,7 +56,7 @@ CLOUDWATCH_SECONDS = 5  # the exporter's CloudWatch publish interval here (60 on
 
 # name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
 DAEMONS: list[tuple[str, str]] = [
-    ("instance-runner", "localcloud.instance_runner"),
+    ("instance-runner", "localcloud.instances.instance_runner"),
     ("license-sync-timer", "while sleep"),
     ("longcheck-timer", "while sleep"),
     ("config-sync-timer", "while sleep"),
@@ -80,7 +72,7 @@ DAEMONS: list[tuple[str, str]] = [
     ("slapd", "slapd"),
     ("munged", "munged"),
     ("sssd", "sssd"),
-    ("emulated-aws", "localcloud.emulated_aws"),
+    ("emulated-aws", "localcloud.aws.emulated_aws"),
 ]
 # Started on the controller by its user data through the systemctl stand-in (PID files in run/units/): name -> unit
 UNIT_PID_FILES = {
@@ -133,7 +125,9 @@ class CloudInfo:
     login_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each login pool's template adds these
     controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
     directory: bool = False  # the config has clusters[].directory: slapd and the controller's sssd run
-    prometheus_url: str = ""  # the host's Prometheus scraping the controller's exporter (localcloud/prometheus.py)
+    prometheus_url: str = (
+        ""  # the host's Prometheus scraping the controller's exporter (localcloud/services/prometheus.py)
+    )
     rest_api: bool = False  # clusters[].rest_api: slurmrestd and the web page run (ports: restd, webui)
 
     def to_json(self) -> dict[str, Any]:
@@ -276,14 +270,14 @@ class LocalCloud(CloudOps):
         """Start everything; on any failure, stop what was started and raise LocalCloudError.
 
         The controller and the instances call the emulated AWS as IAM principals holding the roles' own statements,
-        with enforcement on (localcloud.cloud_iam); `iam_without` drops statements (by Sid) from the controller's, so
+        with enforcement on (localcloud.aws.cloud_iam); `iam_without` drops statements (by Sid) from the controller's, so
         a test can show what a missing permission breaks.
 
         The controller's boot starts the cluster manager as on EC2 only with `manager=True`; otherwise its unit is
         enabled but not started (tests drive single passes with `slurm-clustermgr --once`, see docs/local-cloud.md).
         With `shared_with` (a running local cloud of another cluster of the same config), reuse its emulated AWS,
         munge key secret and MariaDB/slurmdbd instead of starting our own: a second cluster of a federation.
-        The caller registers this cluster in slurmdbd first (see localcloud.federation); `down` then stops only
+        The caller registers this cluster in slurmdbd first (see localcloud.sites.federation); `down` then stops only
         what this cloud started.
         """
         config = load(config_path)
@@ -452,13 +446,13 @@ class LocalCloud(CloudOps):
             prometheus.start(layout, ports.prometheus, f"127.0.0.1:{ports.exporter}")
         except (controller_boot.BootError, daemons.DaemonError, prometheus.PrometheusError) as exc:
             raise LocalCloudError(str(exc)) from None
-        runner = [sys.executable, "-m", "localcloud.instance_runner", "--state-dir", str(layout.root)]
+        runner = [sys.executable, "-m", "localcloud.instances.instance_runner", "--state-dir", str(layout.root)]
         procs.spawn(runner, layout.log_file("instance-runner"), layout.pid_file("instance-runner"), cwd=REPO_ROOT)
         LOG.info("local cloud %s is up (state dir %s)", cluster.name, layout.root)
         return info
 
     def _start_directory(self, cluster: Cluster, factory: Callable[[str, str], Any]) -> dict[str, str]:
-        """slapd (localcloud/directory.py), the bind password's secret and the directory parameter the stacks create
+        """slapd (localcloud/services/directory.py), the bind password's secret and the directory parameter the stacks create
         (with the local URI, base, bind DN and the secret's ARN); the user-data values naming it, as the stacks'."""
         assert cluster.directory is not None
         try:

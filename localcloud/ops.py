@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localcloud import enter
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.faults import Faults
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.faults import Faults
+from localcloud.instances import enter
 from localcloud.layout import Layout
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 

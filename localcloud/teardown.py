@@ -14,10 +14,10 @@ import os
 import signal
 from pathlib import Path
 
-from localcloud import procs
-from localcloud.daemons import CLOUD_MARKER
-from localcloud.instance_runner import instance_markers, stop_instance_processes, unit_dir
+from localcloud.instances.instance_runner import instance_markers, stop_instance_processes, unit_dir
 from localcloud.layout import Layout
+from localcloud.services import procs
+from localcloud.services.daemons import CLOUD_MARKER
 
 
 def _instances_left(layout: Layout) -> list[str]:
@@ -85,7 +85,9 @@ def stop_everything(layout: Layout, daemons: list[tuple[str, str]]) -> list[str]
     stopped += _instances_left(layout)
     stopped += _slurmds(layout)
     stopped += _plugin_workers(layout)
-    ours = f"{CLOUD_MARKER}={layout.root}".encode()  # every daemon of the cloud carries it (localcloud/daemons.py)
+    ours = (
+        f"{CLOUD_MARKER}={layout.root}".encode()
+    )  # every daemon of the cloud carries it (localcloud/services/daemons.py)
     for name, marker in daemons[1:]:
         if procs.stop_pid_file(layout.pid_file(name), marker, timeout=20, env_marker=ours):
             stopped.append(name)

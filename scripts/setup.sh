@@ -5,7 +5,7 @@
 #   the image component's own scripts, ~10 min on 2 cores the first time; the tarball comes from
 #   $ELASTIC_SLURM_SOURCE_MIRROR or ../shared/sources when the machine cannot reach GitHub) and Debian 13's packaged
 #   Slurm 24.11 for the older-release compatibility run (~1 min); cached under /var/cache/elastic-slurm, see
-#   localcloud/slurm_root.py. Debian 12's own Slurm (22.05, end of life) is not used.
+#   localcloud/image/slurm_root.py. Debian 12's own Slurm (22.05, end of life) is not used.
 # Re-running is quick: each step is skipped while its inputs are unchanged (stamps in .stamps/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +66,7 @@ fi
 # The Slurm roots (built once; reused while their inputs are unchanged). Root only: the local cloud needs root.
 if [ "$(id -u)" = 0 ]; then
   for release in ${ELASTIC_SLURM_RELEASES:-26.05 24.11}; do
-    .venv/bin/python -m localcloud.slurm_root build --slurm "$release" >/dev/null || exit 1
+    .venv/bin/python -m localcloud.image.slurm_root build --slurm "$release" >/dev/null || exit 1
   done
 fi
 echo "setup: ready (python $(.venv/bin/python -V 2>&1 | cut -d' ' -f2), node $(node_modules/.bin/node --version), cdk $(node_modules/.bin/cdk --version 2>/dev/null | cut -d' ' -f1))"

@@ -1,6 +1,6 @@
 """What of this repository the image component installs (pure, no CDK): the elastic-slurm package and the assets
 zip, read by the images stack (the SourceS3Uri and AssetsS3Uri assets) and by the local cloud's image build
-(localcloud.image_root), so both install the same files.
+(localcloud.image.image_root), so both install the same files.
 
 The build instance runs `pip install <dir>` into /opt/elastic-slurm/venv. This allow-list (staged by
 `stacks.project.stage_project_source`) keeps localcloud/, tests/, stacks/, .venv/, node_modules/, cdk.out/, .git/

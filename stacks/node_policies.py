@@ -3,7 +3,7 @@ the config object, the database secret, the events queue, the alert topic, the e
 
 The cluster stack attaches exactly these statements (with CDK tokens for the ARNs) in place of CDK's `grant*`
 helpers, and the local cloud installs the same statements (with the emulated resources' ARNs) on the IAM principals
-its controller and instances run as (localcloud/iam.py): what the tests enforce is what the roles hold.
+its controller and instances run as (localcloud/aws/iam.py): what the tests enforce is what the roles hold.
 """
 
 from __future__ import annotations

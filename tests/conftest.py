@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")  # never phone home from tests

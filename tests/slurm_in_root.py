@@ -2,7 +2,7 @@
 
 The tests that check rendered files against the real slurmctld/scontrol use the same Slurm the local cloud and the
 image run, not the host's: `in_root(argv, *dirs)` is the host command line running `argv` inside the root with the
-given host directories bound at the same path (localcloud.enter).
+given host directories bound at the same path (localcloud.instances.enter).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import enter, slurm_root
+from localcloud.image import slurm_root
+from localcloud.instances import enter
 
 
 def available() -> bool:

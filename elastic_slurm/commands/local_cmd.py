@@ -104,7 +104,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 def _federation(args: argparse.Namespace) -> Any:
     """The local federation in --state-dir (started with `up --all-clusters`), or None."""
-    from localcloud.federation import FEDERATION_JSON, LocalFederation
+    from localcloud.sites.federation import FEDERATION_JSON, LocalFederation
 
     return LocalFederation(args.state_dir) if (Path(args.state_dir) / FEDERATION_JSON).exists() else None
 
@@ -112,7 +112,7 @@ def _federation(args: argparse.Namespace) -> Any:
 def _up_all_clusters(args: argparse.Namespace) -> int:
     """`up --all-clusters`: every cluster of the file, one sub-directory of --state-dir each."""
     from localcloud.cloud import LocalCloudError
-    from localcloud.federation import LocalFederation
+    from localcloud.sites.federation import LocalFederation
 
     if args.cluster:
         raise UserError("--all-clusters: cannot be combined with --cluster")
@@ -176,7 +176,7 @@ def run_status(args: argparse.Namespace) -> int:
 def operator_env(cloud: Any) -> dict[str, str]:
     """What a shell needs to use `cloud`: its Slurm client wrappers first on PATH (the value is the directory to put
     first), the emulated AWS endpoint and home region, and the emulated admin's keys (made up by `up`)."""
-    from localcloud import cloud_iam
+    from localcloud.aws import cloud_iam
 
     info = cloud.info()
     env = {"PATH": str(cloud.layout.hostbin), "AWS_ENDPOINT_URL": info.aws_endpoint_url}

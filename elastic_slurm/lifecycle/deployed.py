@@ -2,7 +2,7 @@
 
 `cdk deploy` uploads the YAML file as it is (a content-addressed CDK asset, stacks/cluster.py `Config`) and the
 cluster stack writes the object's `s3://bucket/key` URL into that parameter in the cluster's home region; the
-controllers read it the same way (assets/bootstrap/elastic-slurm-config-apply; localcloud/controller_boot.py
+controllers read it the same way (assets/bootstrap/elastic-slurm-config-apply; localcloud/instances/controller_boot.py
 `deploy_config` does the same in the local cloud). So the old config is parsed here exactly like a local file.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import Manifest
 from tests.aws.plugin_env import Network, build_network, make_manifest
 

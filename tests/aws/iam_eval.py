@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from localcloud.iam_requests import AuthzRequest
+from localcloud.aws.iam_requests import AuthzRequest
 
 SCRIPT = Path(__file__).with_name("iam_simulate.mjs")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import TAG_CLUSTER, Location, Manifest, PoolManifest
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.slurm import SlurmNode

@@ -12,7 +12,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 from slurm_plugin.boot_fetch import munge_key_bytes
 
 

@@ -1,6 +1,6 @@
 """`elastic-slurm cluster update --dryrun|status|list|create` against the emulated AWS (botocore follows
 $AWS_ENDPOINT_URL): the deployed config is read from its SSM parameter and S3 object as `cdk deploy` leaves them
-(localcloud/controller_boot.py deploy_config), stacks from CloudFormation, controllers from EC2 tags. Each test uses
+(localcloud/instances/controller_boot.py deploy_config), stacks from CloudFormation, controllers from EC2 tags. Each test uses
 clusters of its own name: the emulated AWS is shared by the session."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import yaml
 from cluster_config import load
 from elastic_slurm import cli
 from elastic_slurm.lifecycle import cdk
-from localcloud.controller_boot import assets_bucket, deploy_config
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.instances.controller_boot import assets_bucket, deploy_config
 from stacks.naming import TAG_CLUSTER, TAG_ROLE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

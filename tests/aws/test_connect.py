@@ -13,7 +13,7 @@ import pytest
 
 from elastic_slurm.cli import main
 from elastic_slurm.commands import connect_cmd
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from stacks.naming import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_ROLE
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.powersave.ec2 import Ec2, LaunchRequest
 from slurm_plugin.powersave.planner import Override
 from tests.aws.plugin_env import Network

@@ -9,8 +9,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.faults import CapacityFault, Faults
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.faults import CapacityFault, Faults
 
 
 @pytest.fixture(scope="module")

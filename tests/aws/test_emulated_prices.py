@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.price_list import REGIONS
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.price_list import REGIONS
 
 CACHE_FILTERS = {  # what slurm_plugin/instance_cache_aws.py asks for
     "instanceType": "c7i.large",

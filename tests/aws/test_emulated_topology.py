@@ -1,4 +1,4 @@
-"""The emulated EC2 answers DescribeInstanceTopology (moto has no such action; localcloud/instance_topology.py):
+"""The emulated EC2 answers DescribeInstanceTopology (moto has no such action; localcloud/aws/instance_topology.py):
 three network nodes per running instance, shared by the instances of one launch, with EC2's request rules, and the
 manager's adapter (slurm_plugin/manager/topology.py) reads it through boto3, as the controller policy allows."""
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.iam import ACCOUNT, without_statement
-from localcloud.iam_requests import Inventory, table
-from localcloud.instance_topology import network_node
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.iam import ACCOUNT, without_statement
+from localcloud.aws.iam_requests import Inventory, table
+from localcloud.aws.instance_topology import network_node
 from slurm_plugin.manager.topology import describe_network_nodes
 from slurm_plugin.manifest import TAG_LAUNCH_REQUEST
 from stacks.iam_policies import ArnScope, RegionTarget, document, fleet_statements

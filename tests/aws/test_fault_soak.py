@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.faults import CapacityFault, Faults
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.faults import CapacityFault, Faults
 from slurm_plugin.manager import model
 from slurm_plugin.manager.reconcile import reconcile
 from slurm_plugin.manifest import TAG_LAUNCH_REQUEST, TAG_POOL, Manifest, write_manifest

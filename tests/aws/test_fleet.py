@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from elastic_slurm.cli import main
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manager import fleet
 from slurm_plugin.naming import config_url_parameter, fleet_parameter
 

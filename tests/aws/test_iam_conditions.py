@@ -1,7 +1,7 @@
 """Every IAM authorization the plugin's recorded calls need, evaluated against the stacks' policies (conditions too).
 
 The emulated AWS records each call of a resume (CreateFleet, RunInstances, spot, remote region) and a suspend; the
-calls become per-resource authorization requests (localcloud/iam_requests.py) that a real IAM evaluator
+calls become per-resource authorization requests (localcloud/aws/iam_requests.py) that a real IAM evaluator
 (@cloud-copilot/iam-simulate) checks against the controller policy built by stacks/iam_policies.py.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from lambdas.deconfigure.handler import deconfigure
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.iam import ACCOUNT, role_documents, without_statement
-from localcloud.iam_requests import AuthzRequest, Image, Inventory, Template, table
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.iam import ACCOUNT, role_documents, without_statement
+from localcloud.aws.iam_requests import AuthzRequest, Image, Inventory, Template, table
 from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements

@@ -12,8 +12,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lambdas.deconfigure.handler import deconfigure
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.iam import Credentials, create_principals, role_documents, without_statement
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.iam import Credentials, create_principals, role_documents, without_statement
 from slurm_plugin.instance_cache import CacheError
 from slurm_plugin.instance_cache_aws import ClientFactory, build_cache
 from slurm_plugin.manifest import Manifest

@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.iam import ACCOUNT, Credentials, create_principals, role_documents, without_statement
-from localcloud.iam_requests import AuthzRequest
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.iam import ACCOUNT, Credentials, create_principals, role_documents, without_statement
+from localcloud.aws.iam_requests import AuthzRequest
 from slurm_plugin.exporter.cloudwatch import DIMENSION, NAMESPACE, SLURMCTLD_UP, CloudWatchPublisher
 from stacks.iam_policies import RegionTarget
 from tests.aws.iam_eval import evaluate

@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from localcloud.iam_requests import LAUNCH_RESOURCE_TYPES, WITHOUT_TEMPLATE_KEY
+from localcloud.aws.iam_requests import LAUNCH_RESOURCE_TYPES, WITHOUT_TEMPLATE_KEY
 
 DATA = Path(__file__).resolve().parents[2] / "node_modules" / "@cloud-copilot" / "iam-data" / "data" / "actions"
 

@@ -1,5 +1,5 @@
 """`elastic-slurm instance-cache refresh` against the emulated AWS (moto server serves real instance type data; the
-Price List API and spot price history come from localcloud/price_list.py's table)."""
+Price List API and spot price history come from localcloud/aws/price_list.py's table)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from elastic_slurm.cli import main
-from localcloud.emulated_aws import EmulatedAws, free_port
-from localcloud.price_list import on_demand_price, spot_price
+from localcloud.aws.emulated_aws import EmulatedAws, free_port
+from localcloud.aws.price_list import on_demand_price, spot_price
 from slurm_plugin.instance_cache import load_cache
 from slurm_plugin.instance_cache_aws import build_cache, client_factory
 from slurm_plugin.manifest import load_manifest

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from cluster_config import load, parse
-from localcloud.aws_setup import create_infra
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.aws_setup import create_infra
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import TAG_CLUSTER
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "cluster_config" / "examples"

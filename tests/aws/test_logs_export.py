@@ -13,7 +13,7 @@ import pytest
 
 from elastic_slurm import log_export
 from elastic_slurm.cli import main
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from stacks.naming import TAG_CLUSTER, TAG_ROLE, log_group_name
 
 HOUR_MS = 3_600_000

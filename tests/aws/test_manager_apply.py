@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manager import metrics
 from slurm_plugin.manager.daemon import Manager, main
 from slurm_plugin.manager.model import Node, Settings

@@ -1,6 +1,6 @@
 """The cluster manager's EC2 status observation against the emulated AWS: a constant number of DescribeInstanceStatus
 calls however many instances run (filtered queries, slurm_plugin/manager/observe.py), and the emulator honouring the
-status filters moto drops (localcloud/moto_status_filters.py)."""
+status filters moto drops (localcloud/aws/moto_status_filters.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manager.observe import STATUS_QUERIES
 from slurm_plugin.powersave.ec2 import Ec2
 from tests.aws.test_manager_apply import FakeSlurm, launch, manager, node

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.faults import CapacityFault, Faults
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.faults import CapacityFault, Faults
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave import state
 from slurm_plugin.powersave.ec2 import Ec2, Instance

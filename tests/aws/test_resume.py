@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.faults import CapacityFault, Faults
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.faults import CapacityFault, Faults
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave import capacity
 from slurm_plugin.powersave.launcher import resume_nodes

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import Manifest, write_manifest
 from tests.aws.plugin_env import live_instances
 

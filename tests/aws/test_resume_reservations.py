@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave.launcher import resume_nodes
 from tests.aws.plugin_env import FakeSlurm, ec2_for, live_instances, rid

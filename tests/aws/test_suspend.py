@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave import state
 from slurm_plugin.powersave.launcher import resume_nodes
@@ -36,7 +36,7 @@ def test_suspend_of_100_nodes_makes_one_describe_and_one_terminate(aws: Emulated
 
 
 def test_suspend_finds_instances_in_another_region(aws: EmulatedAws, manifest: Manifest) -> None:
-    from localcloud.faults import CapacityFault, Faults
+    from localcloud.aws.faults import CapacityFault, Faults
 
     slurm = FakeSlurm()
     resume_nodes(manifest, ["far-x-1"], [], ec2_for(aws), slurm, rid("r-home"))

@@ -21,7 +21,7 @@ from lambdas.deconfigure.handler import (
     instances_to_terminate,
     still_running,
 )
-from localcloud.emulated_aws import EmulatedAws
+from localcloud.aws.emulated_aws import EmulatedAws
 
 REGION = "us-east-1"
 

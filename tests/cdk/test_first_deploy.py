@@ -216,7 +216,7 @@ def test_node_role_policies_hold_exactly_the_statements_the_local_cloud_enforces
     assemblies: dict[str, Assembly],
 ) -> None:
     # stacks/node_policies.py + iam_policies.py are the whole inline policy of each role: no CDK grant adds a
-    # statement the local cloud's principals (localcloud/cloud_iam.py) would not hold
+    # statement the local cloud's principals (localcloud/aws/cloud_iam.py) would not hold
     policies = _of_type(assemblies["federation"], "es-east-cluster", "AWS::IAM::Policy")
 
     def sids(prefix: str) -> list[str]:

@@ -18,7 +18,7 @@ from aws_cdk.assertions import Match, Template
 from setuptools import find_packages
 
 from cluster_config import slurm_release
-from localcloud import slurm_root
+from localcloud.image import slurm_root
 from slurm_plugin.render.cluster import RenderOptions
 from stacks.user_data import boot_commands
 from tests.cdk.conftest import REPO_ROOT, Assembly

@@ -29,7 +29,7 @@ import pytest
 
 from cluster_config import load
 from cluster_config.model_infra import ExistingNetwork
-from localcloud.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
+from localcloud.aws.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
 from slurm_plugin.exporter.cloudwatch import NAMESPACE
 from slurm_plugin.naming import TAG_SUBMIT_HOST, fleet_parameter
 from stacks.iam_policies import ArnScope

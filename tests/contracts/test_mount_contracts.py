@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from localcloud.iam_requests import AuthzRequest
+from localcloud.aws.iam_requests import AuthzRequest
 from tests.aws.iam_eval import ANONYMOUS, evaluate
 from tests.cdk.conftest import Assembly
 from tests.contracts.cfn_resolve import ResolveError, Resolver, Stack

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import slurm_root
 from localcloud.cloud import LocalCloud
+from localcloud.image import slurm_root
 from localcloud.ops import LIVE
 
 CONFIG = Path(__file__).resolve().parents[2] / "cluster_config" / "examples" / "local-demo.yaml"

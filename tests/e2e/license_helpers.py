@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from cluster_config import ElasticSlurmConfig
-from localcloud import enter
+from localcloud.instances import enter
 from localcloud.layout import Layout
 from slurm_plugin.licenses.sync import sync_config_from
 

@@ -22,9 +22,12 @@ from typing import Any
 import pytest
 
 from cluster_config import ElasticSlurmConfig, parse
-from localcloud import conf, daemons, enter, machines, procs, slurm_root
-from localcloud.emulated_aws import free_port
+from localcloud import conf
+from localcloud.aws.emulated_aws import free_port
+from localcloud.image import slurm_root
+from localcloud.instances import enter, machines
 from localcloud.layout import Layout
+from localcloud.services import daemons, procs
 from slurm_plugin.accounting.diff import desired_state
 from slurm_plugin.accounting.sacctmgr import SacctmgrCli, apply, plan, read_state
 from tests.e2e.conftest import missing_prereqs

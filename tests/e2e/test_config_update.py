@@ -1,5 +1,5 @@
 """A config edit is applied in place (issue 13, item 5): `cdk deploy` of an edited YAML uploads a new config object and
-points the config URL parameter at it (localcloud.controller_boot.deploy_config does the same in the emulated AWS);
+points the config URL parameter at it (localcloud.instances.controller_boot.deploy_config does the same in the emulated AWS);
 the controller's slurm-config-sync unit runs assets/bootstrap/elastic-slurm-config-apply --reload, exactly as the
 timer does on EC2. A pool grows while a job runs on it: the job keeps running, the new nodes exist in Slurm and in
 the plugin's manifest, a job placed on a new node gets an instance of that pool, and an unchanged parameter is a no-op.
@@ -23,9 +23,10 @@ import yaml
 
 from cluster_config import load
 from cluster_config.model_rest_api import DATA_PARSER
-from localcloud import controller_boot, procs, webui_browser
 from localcloud.cloud import LocalCloud
+from localcloud.instances import controller_boot
 from localcloud.ops import OpsError
+from localcloud.services import procs, webui_browser
 from slurm_plugin.manifest import Manifest
 from tests.e2e.conftest import CONFIG, module_cloud
 

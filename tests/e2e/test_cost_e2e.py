@@ -16,8 +16,8 @@ import pytest
 
 from elastic_slurm.cli import main
 from localcloud.cloud import LocalCloud
+from localcloud.image.slurm_root import JOB_USER
 from localcloud.ops import Instance, OpsError
-from localcloud.slurm_root import JOB_USER
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import load_manifest
 from tests.e2e.conftest import cold_nodes

@@ -51,7 +51,7 @@ def test_a_node_runs_its_pools_s3_action_then_its_job(cloud: LocalCloud) -> None
     assert "elastic-slurm: custom action 1/1 of on_node_start (s3://es-actions-e2e/hello.sh): done" in log
     assert log.index("hello from-s3") < log.index("slurmd")  # before slurmd started
     # disable_hyperthreading: one thread per core before slurmd started (in the instance's copy of the host's CPU tree,
-    # localcloud/fake_sysfs.py), and Slurm counts c7i.large's one core as the node's CPUs
+    # localcloud/instances/fake_sysfs.py), and Slurm counts c7i.large's one core as the node's CPUs
     assert "elastic-slurm-smt-off: " in log and log.index("elastic-slurm-smt-off: ") < log.index("slurmd")
     tree = cloud.layout.machine_dir(instance.instance_id) / "run" / "elastic-slurm-sysfs-cpu"
     for siblings in tree.glob("cpu*/topology/thread_siblings_list"):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import directory, enter
 from localcloud.cloud import LocalCloud
-from localcloud.login_nodes import on_login, sbatch_on_login, wait_ready
+from localcloud.instances import enter
+from localcloud.instances.login_nodes import on_login, sbatch_on_login, wait_ready
+from localcloud.services import directory
 from tests.e2e.conftest import assert_no_orphans, module_cloud
 
 pytestmark = pytest.mark.e2e

@@ -20,11 +20,11 @@ import pytest
 
 from cluster_config import ElasticSlurmConfig, load
 from elastic_slurm.dashboards import grafana
-from localcloud import prometheus
+from localcloud.aws.faults import CapacityFault, Faults
 from localcloud.cloud import LocalCloud
-from localcloud.faults import CapacityFault, Faults
-from localcloud.federation import LocalFederation
 from localcloud.ops import LIVE
+from localcloud.services import prometheus
+from localcloud.sites.federation import LocalFederation
 from tests.e2e.conftest import kept_on_failure, missing_prereqs
 from tests.e2e.license_helpers import LMSTAT_FIXTURES, fake_lmutil, lmstat_with_usage, run_license_sync
 

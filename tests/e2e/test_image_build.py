@@ -1,5 +1,5 @@
 """The image component is executed, not just synthesized: the local cloud's default root is the image its scripts
-build (localcloud/image_root.py), and those scripts refuse what they must refuse.
+build (localcloud/image/image_root.py), and those scripts refuse what they must refuse.
 
 - The component YAML calls exactly the scripts the image root ran, in the same order and with the same arguments
   (aws-tools.sh is the one step not run here: its downloads are AWS-hosted).
@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from cluster_config import slurm_release
-from localcloud import enter, image_root, slurm_root
+from localcloud.image import image_root, slurm_root
+from localcloud.instances import enter
 from localcloud.layout import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
@@ -68,7 +69,7 @@ def test_component_runs_the_scripts_the_image_root_ran_in_the_same_order(root: P
         ("install-plugin.sh", ["/opt/elastic-slurm/assets", "/tmp/elastic-slurm-source"]),
         ("validate.sh", ["{{ SlurmVersion }}"]),
     ]
-    # the build log of this root (localcloud.slurm_root.build) ends with the image layer's two steps, both green
+    # the build log of this root (localcloud.image.slurm_root.build) ends with the image layer's two steps, both green
     ran = re.findall(r"^==== ([a-z-]+\.sh): exit (\d+)", Path(f"{root}.log").read_text(), flags=re.M)
     assert ran[-2:] == [("install-plugin.sh", "0"), ("validate.sh", "0")]
     assert set(image_root.SLURM_STEPS) | set(image_root.PLUGIN_STEPS) == {s for s, _ in _component_steps()} - {

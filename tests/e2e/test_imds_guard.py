@@ -4,7 +4,7 @@ image root (installed by install-plugin.sh), with the root's own iptables, in a 
 The local cloud's instances share the host's network namespace, so their boot does not run the guard unit
 (docs/local-cloud.md); this module gives each test a namespace of its own instead: loopback up, the IMDS addresses
 169.254.169.254 and fd00:ec2::254 on it, and a tiny HTTP listener (the root's python3) answering there as IMDS would.
-Every command runs on a machine view of the root (localcloud/enter.py) entered into that namespace with `nsenter`;
+Every command runs on a machine view of the root (localcloud/instances/enter.py) entered into that namespace with `nsenter`;
 the host's network namespace is never changed. The listener is the namespace's only process: killing it ends both.
 
 - root reaches IMDS; a job user and, on a compute node, `slurm` are refused; on a controller `slurm` reaches it;
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import enter, slurm_root
+from localcloud.image import slurm_root
+from localcloud.instances import enter
 from localcloud.layout import REPO_ROOT
 
 pytestmark = pytest.mark.e2e

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from localcloud.aws.faults import CapacityFault, Faults
 from localcloud.cloud import LocalCloud
-from localcloud.faults import CapacityFault, Faults
 from localcloud.ops import LIVE
 from tests.e2e.conftest import assert_no_orphans, cold_nodes, exclude_warm
 from tests.e2e.requeue_helpers import start_after_requeue_hold

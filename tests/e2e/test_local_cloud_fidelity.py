@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from cluster_config import load, slurm_release
-from localcloud import controller_boot, enter, procs, slurm_root
-from localcloud.boot_data import BootData
 from localcloud.cloud import LocalCloud, LocalCloudError
+from localcloud.image import slurm_root
+from localcloud.instances import controller_boot, enter
+from localcloud.instances.boot_data import BootData
 from localcloud.ops import LIVE
+from localcloud.services import procs
 from stacks.user_data import SIGNAL_URL_FILE, boot_commands, env_values_in, pool_values
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
 from tests.e2e.requeue_helpers import start_after_requeue_hold

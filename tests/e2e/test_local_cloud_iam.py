@@ -1,6 +1,6 @@
 """IAM is enforced in the local cloud: the controller (its boot, render, the plugin run by slurmctld, the cluster
 manager) and every instance call the emulated AWS as principals whose policies are the statements the stacks attach
-to the controller and compute roles (localcloud/cloud_iam.py). Every e2e test runs on such a cloud, so a permission
+to the controller and compute roles (localcloud/aws/cloud_iam.py). Every e2e test runs on such a cloud, so a permission
 the code needs and the roles lack fails them; here: enforcement is really on, each machine signs as its own role,
 and a controller role without one statement its boot needs fails `local up` at that step.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from localcloud import cloud_iam
+from localcloud.aws import cloud_iam
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from localcloud.aws.iam import role_documents
 from localcloud.cloud import LocalCloud, LocalCloudError
-from localcloud.daemons import CLOUD_MARKER
-from localcloud.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
-from localcloud.iam import role_documents
 from localcloud.ops import LIVE
+from localcloud.services.daemons import CLOUD_MARKER
 from stacks.iam_policies import RegionTarget
 from stacks.node_policies import ControllerResources
 from stacks.user_data import read_env_file

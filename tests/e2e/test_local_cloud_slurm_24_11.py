@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcloud import slurm_root
 from localcloud.cloud import LocalCloud
+from localcloud.image import slurm_root
 from localcloud.ops import LIVE
 from tests.e2e.conftest import CONFIG, missing_prereqs
 

@@ -1,6 +1,6 @@
 """Login nodes in the local cloud (cluster_config/examples/local-demo.yaml has one login pool of one node).
 
-What the stacks create (a launch template and an Auto Scaling group, localcloud/login_nodes.py) launches the node in
+What the stacks create (a launch template and an Auto Scaling group, localcloud/instances/login_nodes.py) launches the node in
 the emulated EC2; the instance runner boots it with the exact login user data of stacks/user_data.py, signing as the
 login role's principal: munge key, mounts, conf server, then Slurm's own sackd unit (with the image's drop-in)
 fetches the config. A user logged in there submits with plain `sbatch` (no SLURM_CONF, no slurm.conf on its disk),
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.login_nodes import group_name, login_nodes, on_login, sbatch_on_login, wait_ready
+from localcloud.instances.login_nodes import group_name, login_nodes, on_login, sbatch_on_login, wait_ready
 from tests.e2e.conftest import assert_no_orphans
 
 pytestmark = pytest.mark.e2e

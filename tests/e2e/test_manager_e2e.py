@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import procs
 from localcloud.cloud import LocalCloud
-from localcloud.instance_runner import instance_markers
+from localcloud.instances.instance_runner import instance_markers
 from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
+from localcloud.services import procs
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, load_manifest
 from slurm_plugin.naming import fleet_parameter

@@ -2,7 +2,7 @@
 node that has no account for it — the "I have no name!" problem, solved.
 
 Every emulated instance has its own /etc/passwd and /etc/group, copied from the image when it boots
-(localcloud/machines.py), so a user added to the submit host afterwards is unknown on an instance already running,
+(localcloud/instances/machines.py), so a user added to the submit host afterwards is unknown on an instance already running,
 as on EC2. The test powers up a node with a job of the cloud's job user, then adds `ghost` (uid 2002) to the submit
 host only — the image root's /etc/passwd and /etc/group, which the controller sees, edited in place — with its Slurm
 association, and runs a job as ghost on that node: `id -un` and `whoami` print ghost, though the node's own files do
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import enter, slurm_root
 from localcloud.cloud import LocalCloud
+from localcloud.image import slurm_root
+from localcloud.instances import enter
 from localcloud.ops import OpsError
 from tests.e2e.conftest import assert_no_orphans, cold_nodes
 
@@ -34,7 +35,7 @@ GROUP_LINE = f"{GHOST}:x:{GHOST_ID}:"
 
 def _edit_in_place(path: Path, add: str | None) -> None:
     """`path` without ghost's line (plus `add`), written into the same inode: renaming a new file over the root's
-    /etc/passwd (as useradd does) would detach every running instance's own copy (localcloud/machines.py)."""
+    /etc/passwd (as useradd does) would detach every running instance's own copy (localcloud/instances/machines.py)."""
     kept = [line for line in path.read_text().splitlines() if not line.startswith(f"{GHOST}:")]
     with path.open("r+") as handle:
         handle.write("".join(f"{line}\n" for line in [*kept, *([add] if add else [])]))

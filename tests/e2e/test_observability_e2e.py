@@ -20,10 +20,10 @@ import pytest
 from elastic_slurm.dashboards import grafana
 from elastic_slurm.report import fetch_timeline
 from elastic_slurm.report.local_cloud import write_timeline
-from localcloud import prometheus
+from localcloud.aws.faults import CapacityFault, Faults
 from localcloud.cloud import LocalCloud
-from localcloud.faults import CapacityFault, Faults
 from localcloud.ops import LIVE
+from localcloud.services import prometheus
 from slurm_plugin.exporter import cloudwatch
 from slurm_plugin.manifest import load_manifest
 from tests.e2e.conftest import assert_no_orphans, cold_nodes

@@ -1,7 +1,7 @@
 """An on-prem site bursts into a cloud cluster: its jobs run at home while it has room, in the cloud when it is full.
 
 One module-scoped local cloud (configs/onprem-burst.yaml: cloud cluster `sky`, on-prem cluster `onprem` in
-`onprem_clusters`, license `eda` shared 50/50) and one emulated site (localcloud/onprem_site.py): its own munged,
+`onprem_clusters`, license `eda` shared 50/50) and one emulated site (localcloud/sites/onprem_site.py): its own munged,
 slurmctld and two static slurmd nodes from a hand-written slurm.conf, plus the lines and the munge key
 `elastic-slurm onprem-kit` gave it. The job user submits on the site with `sbatch -M onprem,sky`, as the kit tells
 users to. Every test asserts what both Slurm clusters say (sacct from the one shared database, squeue, scontrol) and
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.onprem_site import NODES, OnpremSite
+from localcloud.image.slurm_root import JOB_USER
 from localcloud.ops import LIVE
-from localcloud.slurm_root import JOB_USER
+from localcloud.sites.onprem_site import NODES, OnpremSite
 from tests.e2e.conftest import kept_on_failure, missing_prereqs
 
 pytestmark = pytest.mark.e2e

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.aws.faults import CapacityFault, Faults
 from localcloud.cloud import LocalCloud
-from localcloud.faults import CapacityFault, Faults
 from localcloud.ops import LIVE
 from slurm_plugin.manifest import load_manifest
 from tests.e2e.conftest import assert_no_orphans, cold_nodes

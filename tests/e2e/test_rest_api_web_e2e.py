@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cluster_config.model_rest_api import DATA_PARSER
-from localcloud import webui_browser
 from localcloud.cloud import LocalCloud
+from localcloud.services import webui_browser
 from tests.e2e.conftest import cold_nodes
 
 if TYPE_CHECKING:

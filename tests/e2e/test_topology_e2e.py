@@ -1,6 +1,6 @@
 """Topology-aware scheduling end to end in the session's local cloud (local-demo.yaml: pool `small` has
 `network_topology`): real slurmctld/slurmd 24.11 with topology/tree, the emulated EC2 answering DescribeInstanceTopology
-(one bottom network node per launch: localcloud/instance_topology.py), and the cluster manager run as its real CLI.
+(one bottom network node per launch: localcloud/aws/instance_topology.py), and the cluster manager run as its real CLI.
 
 Two launches place four nodes on two network nodes, interleaved by index (n1, n3 | n2, n4). A held 2-node job that
 can only use those four is released once all four are idle: Slurm's default (no topology) gives it the two lowest

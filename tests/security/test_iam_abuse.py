@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from localcloud.iam import ACCOUNT, role_documents
-from localcloud.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
+from localcloud.aws.iam import ACCOUNT, role_documents
+from localcloud.aws.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
 from stacks.iam_policies import ArnScope, RegionTarget
 from stacks.naming import TAG_CLUSTER
 from tests.aws.iam_eval import evaluate

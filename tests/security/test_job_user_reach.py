@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.slurm_root import JOB_USER
+from localcloud.image.slurm_root import JOB_USER
 from tests.e2e.conftest import module_cloud
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from localcloud.iam_requests import AuthzRequest
+from localcloud.aws.iam_requests import AuthzRequest
 from tests.aws.iam_eval import evaluate
 from tests.cdk.conftest import Assembly
 from tests.contracts.test_aws_call_permissions import Context, _contexts

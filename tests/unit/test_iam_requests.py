@@ -1,8 +1,8 @@
-"""Recorded AWS calls -> IAM authorization requests (localcloud/iam_requests.py), pure."""
+"""Recorded AWS calls -> IAM authorization requests (localcloud/aws/iam_requests.py), pure."""
 
 from __future__ import annotations
 
-from localcloud.iam_requests import Inventory, Template, authorization_requests, request_tags, table
+from localcloud.aws.iam_requests import Inventory, Template, authorization_requests, request_tags, table
 
 INV = Inventory(
     "123456789012",

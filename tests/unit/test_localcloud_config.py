@@ -12,7 +12,7 @@ import yaml
 
 from cluster_config import load, parse
 from elastic_slurm.cli import main
-from localcloud.aws_setup import plan_networks
+from localcloud.aws.aws_setup import plan_networks
 from localcloud.conf import Ports, render_overrides
 from localcloud.layout import Layout
 from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf

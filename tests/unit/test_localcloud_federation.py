@@ -1,8 +1,8 @@
-"""The pure parts of localcloud.federation: reading `scontrol show federation`."""
+"""The pure parts of localcloud.sites.federation: reading `scontrol show federation`."""
 
 from __future__ import annotations
 
-from localcloud.federation import synced_siblings
+from localcloud.sites.federation import synced_siblings
 
 SYNCED = """Federation: fedx
 Self:       fed-a:127.0.0.1:50205 ID:1 FedState:ACTIVE Features:onprem

@@ -1,11 +1,11 @@
-"""An emulated instance's own accounts and name service (localcloud/machines.py): copies of the image's taken when it
+"""An emulated instance's own accounts and name service (localcloud/instances/machines.py): copies of the image's taken when it
 boots, bound over the root's, and kept from then on, so a user added to the image root later is not the instance's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from localcloud import machines
+from localcloud.instances import machines
 from localcloud.layout import Layout
 
 PASSWD = "root:x:0:0:root:/root:/bin/bash\nesuser:x:2001:2001::/home/esuser:/bin/sh\n"

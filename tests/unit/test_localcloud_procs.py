@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import procs
-from localcloud.instance_runner import instance_markers, stop_instance_processes
+from localcloud.instances.instance_runner import instance_markers, stop_instance_processes
+from localcloud.services import procs
 
 # One shell in a new session starts two sleepers: one carries the instance's marker, the other does not.
 _SCRIPT = "ELASTIC_SLURM_INSTANCE_ID=i-test sleep 300 & sleep 300 & wait"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from localcloud.runner_logic import Control, Kind, Observed, Tracked, decide
+from localcloud.instances.runner_logic import Control, Kind, Observed, Tracked, decide
 
 
 def _inst(instance_id: str, state: str = "running") -> Observed:

@@ -1,4 +1,4 @@
-"""The emulated AWS's indexed moto lookups (localcloud/moto_speedups.py) answer exactly what moto's own scans answer."""
+"""The emulated AWS's indexed moto lookups (localcloud/aws/moto_speedups.py) answer exactly what moto's own scans answer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from moto.ec2.models import ec2_backends
 from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.instances import InstanceBackend
 
-from localcloud import moto_speedups
+from localcloud.aws import moto_speedups
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

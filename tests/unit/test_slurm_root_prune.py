@@ -1,4 +1,4 @@
-"""`python -m localcloud.slurm_root prune`: only roots the current inputs do not select, and only old ones, go."""
+"""`python -m localcloud.image.slurm_root prune`: only roots the current inputs do not select, and only old ones, go."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import slurm_root
+from localcloud.image import slurm_root
 
 
 def test_prune_removes_old_unused_roots_and_keeps_current_young_and_foreign_entries(

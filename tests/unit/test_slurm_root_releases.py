@@ -1,4 +1,4 @@
-"""Which local root a config's `images.slurm_version` runs on (localcloud.slurm_root): the pinned release on the image
+"""Which local root a config's `images.slurm_version` runs on (localcloud.image.slurm_root): the pinned release on the image
 root the image component's scripts build, the older release a site may still run on Debian 13's packaged Slurm, and a
 one-line refusal for anything else."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_config import slurm_release
-from localcloud import image_root, slurm_root
+from localcloud.image import image_root, slurm_root
 
 
 def test_the_pinned_release_runs_on_the_image_root_built_from_source() -> None:

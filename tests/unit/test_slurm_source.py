@@ -1,4 +1,4 @@
-"""Where the image build's Slurm source comes from (localcloud.image_root.source_tarball): the download cache, then the
+"""Where the image build's Slurm source comes from (localcloud.image.image_root.source_tarball): the download cache, then the
 source mirror directory, then the release's URL — each copy used only with the pinned sha256 — and one line naming the
 file, its checksum and every place looked at when none has it."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud import image_root
+from localcloud.image import image_root
 
 TARBALL = b"slurm source bytes\n"
 SHA256 = hashlib.sha256(TARBALL).hexdigest()

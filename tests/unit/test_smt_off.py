@@ -1,13 +1,13 @@
 """assets/bootstrap/elastic-slurm-smt-off (a pool's disable_hyperthreading), executed on fake sysfs CPU trees: the
 sibling threads of each core go offline, the first thread stays, a second run changes nothing; and the local cloud's
-copy of the host's tree (localcloud/fake_sysfs.py) is what the script then works on."""
+copy of the host's tree (localcloud/instances/fake_sysfs.py) is what the script then works on."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from localcloud import fake_sysfs
+from localcloud.instances import fake_sysfs
 
 SCRIPT = Path(__file__).resolve().parents[2] / "assets" / "bootstrap" / "elastic-slurm-smt-off"
 

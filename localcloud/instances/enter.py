@@ -6,7 +6,7 @@ each instance's bootstrap and slurmd, the Slurm clients the tests and the demo r
     unshare --mount --propagation private -- sh -c '<mount /proc /dev /sys and the binds>; exec chroot --userspec ...'
 
 so each gets a private mount namespace (its mounts vanish with it; nothing to unmount) over the shared, read-only-used
-root built by localcloud.slurm_root. A view binds the project source at /opt/elastic-slurm/src and, per machine, the
+root built by localcloud.image.slurm_root. A view binds the project source at /opt/elastic-slurm/src and, per machine, the
 host directories that stand in for that machine's disks and for the shared file system. `unshare` and `chroot` exec,
 so the PID the caller gets is the daemon's own.
 """
@@ -17,8 +17,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localcloud.image.slurm_root import SRC_IN_ROOT
 from localcloud.layout import REPO_ROOT
-from localcloud.slurm_root import SRC_IN_ROOT
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -5,14 +5,14 @@ file system built into `$ELASTIC_SLURM_ROOT_CACHE` (default /var/cache/elastic-s
 unchanged; every build is atomic (a temporary directory renamed when complete). Two kinds:
 
 - the image root of the pinned release (`cluster_config.slurm_release`, 26.05.3, the default): Debian 13 made into
-  the controller/compute image by the image component's own scripts (localcloud.image_root) — what the AMI holds;
+  the controller/compute image by the image component's own scripts (localcloud.image.image_root) — what the AMI holds;
 - a packaged root for an older release (24.11, Debian 13's own binary packages): a site still on the previous
   release, with the plugin's programs as wrappers (compatibility runs; docs/local-cloud.md).
 
-    python -m localcloud.slurm_root build [--slurm 24.11]   # prints the root's path
-    python -m localcloud.slurm_root prune                    # removes roots the current inputs no longer use
+    python -m localcloud.image.slurm_root build [--slurm 24.11]   # prints the root's path
+    python -m localcloud.image.slurm_root prune                    # removes roots the current inputs no longer use
 
-Either way the project source is bind-mounted at /opt/elastic-slurm/src at run time (see localcloud.enter).
+Either way the project source is bind-mounted at /opt/elastic-slurm/src at run time (see localcloud.instances.enter).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_config import slurm_release
-from localcloud import image_root
+from localcloud.image import image_root
 from localcloud.layout import REPO_ROOT
 
 DEFAULT_SLURM = ".".join(slurm_release.VERSION.split(".")[:2])
@@ -370,7 +370,7 @@ def prune(now: float | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="localcloud.slurm_root", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="localcloud.image.slurm_root", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse) the root of a Slurm release and print its path")
     b.add_argument("--slurm", default=DEFAULT_SLURM, help=f"Slurm release ({', '.join(RELEASES)})")

@@ -8,7 +8,7 @@ SuspendProgram, ResumeFailProgram or an emulated spot interruption) has its whol
 in its time namespace and in its session. Boot failures (rate, or a requested count) leave an instance running in EC2
 with nothing booting on it, as a broken AMI would.
 
-    python -m localcloud.instance_runner --state-dir DIR
+    python -m localcloud.instances.instance_runner --state-dir DIR
 """
 
 from __future__ import annotations
@@ -28,14 +28,16 @@ from typing import Any
 
 import boto3
 
-from localcloud import cloud_iam, enter, fake_sysfs, machines, procs
-from localcloud.boot_data import BootData, write_user_data
-from localcloud.daemons import CLOUD_MARKER
-from localcloud.emulated_aws import DUMMY_CREDENTIALS
+from localcloud.aws import cloud_iam
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
+from localcloud.image.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
+from localcloud.instances import enter, fake_sysfs, machines
+from localcloud.instances.boot_data import BootData, write_user_data
+from localcloud.instances.login_nodes import login_view
+from localcloud.instances.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.layout import Layout
-from localcloud.login_nodes import login_view
-from localcloud.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
-from localcloud.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
+from localcloud.services import procs
+from localcloud.services.daemons import CLOUD_MARKER
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 from slurm_plugin.naming import TAG_LOGIN_POOL
 
@@ -330,7 +332,7 @@ def stop_instance_processes(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="localcloud.instance_runner", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="localcloud.instances.instance_runner", description=__doc__.split("\n")[0])
     parser.add_argument("--state-dir", required=True, type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)

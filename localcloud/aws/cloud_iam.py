@@ -2,7 +2,7 @@
 statements the stacks attach to the controller, compute and login roles, with enforcement on.
 
 `install(...)` runs after `local up` created what the stacks create (with the harness's unsigned requests) and before
-the controller boots: it creates `<cluster>-controller`, `-compute` and `-login` (localcloud.iam: the action
+the controller boots: it creates `<cluster>-controller`, `-compute` and `-login` (localcloud.aws.iam: the action
 projection of stacks.iam_policies + stacks.node_policies), an `admin` for the harness (the first cluster of an
 emulated AWS only), turns enforcement on and records the keys in the state dir (`state/iam-principals.json`), where
 the instance runner (compute, login and admin keys) and later `LocalCloud.aws()` handles (admin) read them. The controller's
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_config.model import Cluster
-from localcloud.emulated_aws import EmulatedAws
-from localcloud.iam import ADMIN, Credentials, create_principals, role_documents, without_statement
+from localcloud.aws.emulated_aws import EmulatedAws
+from localcloud.aws.iam import ADMIN, Credentials, create_principals, role_documents, without_statement
 from localcloud.layout import Layout
 from slurm_plugin.manifest import DeployedInfra
 from stacks.iam_policies import ArnScope, RegionTarget
@@ -73,7 +73,7 @@ def install(
     # consumes, the alert topic and its key (here the queue a test creates; no topic), and on the accounting host the
     # database secret
     resources = ControllerResources(
-        # its config objects (content-addressed, one per deploy; moto evaluates the action only, see localcloud/iam.py)
+        # its config objects (content-addressed, one per deploy; moto evaluates the action only, see localcloud/aws/iam.py)
         config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster.name}-assets/*.yaml",
         database_secret_arn=scope.arn(f"secret:elastic-slurm/{cluster.name}/database-??????", "secretsmanager"),
         events_queue_arn=scope.arn("*", "sqs"),

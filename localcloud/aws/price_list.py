@@ -9,7 +9,7 @@ instance cache of a local cloud (slurm_plugin/instance_cache_aws.py, unchanged) 
 - `answer(action, body)`: `AWSPriceListService.GetProducts` (JSON 1.1 protocol) over products for every listed type and
   region in Linux and Windows, Shared and Dedicated tenancy and three capacity statuses (an allocated capacity
   reservation is priced 0, as on AWS), with TERM_MATCH/EQUALS/CONTAINS/ANY_OF/NONE_OF filters and MaxResults/NextToken
-  pagination. Only the AmazonEC2 service code has products. localcloud/spot_history.py answers the spot side.
+  pagination. Only the AmazonEC2 service code has products. localcloud/aws/spot_history.py answers the spot side.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from elastic_slurm.report.prometheus import PrometheusError, api
-from localcloud import procs
 from localcloud.layout import Layout
+from localcloud.services import procs
 
 BINARY = Path("/usr/bin/prometheus")
 SCRAPE_SECONDS = 2  # the demo and the tests run for minutes, not hours (and 2 s leaves a loaded test machine time

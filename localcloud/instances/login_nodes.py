@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from cluster_config.checks import region_of_az
 from cluster_config.model import Cluster
-from localcloud import enter, machines
-from localcloud.aws_setup import compute_image
-from localcloud.daemons import CLOUD_MARKER
+from localcloud.aws.aws_setup import compute_image
+from localcloud.image.slurm_root import BIND_SOURCE_SO
+from localcloud.instances import enter, machines
 from localcloud.layout import Layout
 from localcloud.ops import OpsError
-from localcloud.slurm_root import BIND_SOURCE_SO
+from localcloud.services.daemons import CLOUD_MARKER
 from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
 from slurm_plugin.naming import TAG_LOGIN_POOL, TAG_ROLE
 

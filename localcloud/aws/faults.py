@@ -1,7 +1,7 @@
 """Fault injection for the emulated AWS API: what can go wrong on real EC2, described as plain data.
 
 `Faults` is set on a running emulated AWS server (`EmulatedAws.set_faults`) and applied by `FaultMiddleware`
-(localcloud/fault_middleware.py) in front of moto. The same injector serves the plugin's moto tests, the local cloud
+(localcloud/aws/fault_middleware.py) in front of moto. The same injector serves the plugin's moto tests, the local cloud
 e2e tests and the demo — nothing in the production code knows it exists.
 """
 

@@ -20,9 +20,9 @@ import subprocess
 from pathlib import Path
 
 from cluster_config import ElasticSlurmConfig, load
-from localcloud import procs
 from localcloud.cloud import CloudInfo, LocalCloud, LocalCloudError
 from localcloud.layout import DEFAULT_STATE_DIR
+from localcloud.services import procs
 from slurm_plugin.accounting.diff import desired_state
 from slurm_plugin.accounting.sacctmgr import SacctmgrCli, SacctmgrError, apply
 

@@ -23,7 +23,7 @@ from stacks.iam_policies import ArnScope, RegionTarget, deconfigure_statements, 
 from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
 
 if TYPE_CHECKING:
-    from localcloud.emulated_aws import EmulatedAws
+    from localcloud.aws.emulated_aws import EmulatedAws
 
 ACCOUNT = "123456789012"
 ADMIN = "admin"

@@ -8,9 +8,9 @@ What it adds to moto, request by request:
 - ClientToken idempotency for RunInstances/CreateFleet (moto ignores ClientToken; EC2 returns the first answer again,
   also to a retry that arrives while the first request is still being served);
 - RunInstances launches up to MaxCount when capacity is there, as EC2 does (moto launches only MinCount);
-- prices, which moto lacks: the Price List API (`pricing` GetProducts, localcloud/price_list.py) and
-  DescribeSpotPriceHistory with per-AZ prices from the same table (localcloud/spot_history.py);
-- DescribeInstanceTopology, which moto lacks: network nodes per instance (localcloud/instance_topology.py).
+- prices, which moto lacks: the Price List API (`pricing` GetProducts, localcloud/aws/price_list.py) and
+  DescribeSpotPriceHistory with per-AZ prices from the same table (localcloud/aws/spot_history.py);
+- DescribeInstanceTopology, which moto lacks: network nodes per instance (localcloud/aws/instance_topology.py).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset;
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
 token is the capability, as the handle's pre-signed URL is), GET returns the signals it received.
@@ -30,8 +30,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape
 
-from localcloud import price_list, spot_history
-from localcloud.faults import Faults
+from localcloud.aws import price_list, spot_history
+from localcloud.aws.faults import Faults
 
 StartResponse = Callable[..., Any]
 WAIT_CONDITION_PATH = "/_localcloud/wait-condition/"
@@ -72,7 +72,7 @@ class FaultMiddleware:
         self.subnet_az = subnet_az
         self.template_type = template_type
         self.offers = offers
-        self.topology = topology  # moto has no DescribeInstanceTopology (localcloud/instance_topology.py)
+        self.topology = topology  # moto has no DescribeInstanceTopology (localcloud/aws/instance_topology.py)
         self.faults = Faults()
         self.counts: Counter[str] = Counter()
         self.lost_left: dict[str, int] = {}

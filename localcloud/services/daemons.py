@@ -1,8 +1,8 @@
 """Start daemons of the local cloud directly: MariaDB (the RDS stand-in, on the host) for every local cloud; munged,
 slurmdbd and slurmctld only for tests that run them without a controller boot (a local cloud's controller starts its
-own from its user data, localcloud/controller_boot.py).
+own from its user data, localcloud/instances/controller_boot.py).
 
-munged, slurmdbd and slurmctld run on the controller's view of the Slurm root (localcloud.machines) as the users
+munged, slurmdbd and slurmctld run on the controller's view of the Slurm root (localcloud.instances.machines) as the users
 they run as on EC2 — munge, slurm, slurm. Each runs in the foreground
 in its own session, with a PID file under run/ and a log under log/; each start function waits (bounded) until the
 daemon answers and raises DaemonError with the log's last lines otherwise. None of them touches the system's own
@@ -16,10 +16,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from localcloud import enter, procs
 from localcloud.conf import db_setup_sql
+from localcloud.image.slurm_root import JOB_USER
+from localcloud.instances import enter
 from localcloud.layout import Layout
-from localcloud.slurm_root import JOB_USER
+from localcloud.services import procs
 
 SLURM_BIN = Path("/usr/bin")  # inside the Slurm root
 SLURM_SBIN = Path("/usr/sbin")

@@ -7,12 +7,12 @@
 
 What a site admin does (docs/onprem-burst.md) is what `up` does: it runs `elastic-slurm onprem-kit` (the deployment's
 CLI, against the emulated AWS) for the slurm.conf lines and the munge key, and appends those lines to the site's own
-hand-written slurm.conf (localcloud/onprem/slurm.conf.in; only addresses, ports and paths are filled in). Nothing
+hand-written slurm.conf (localcloud/sites/onprem/slurm.conf.in; only addresses, ports and paths are filled in). Nothing
 here is rendered by the plugin and nothing is launched through EC2: the nodes are always up and never power-save.
 
 The site's machines are one view of the same Slurm root as the cloud's (its binaries, users and Slurm version):
 its own /etc/slurm, /etc/munge, /run and state directory, laid out as a local cloud's (localcloud/layout.py), so its
-munged and slurmctld start exactly as a cloud's do (localcloud/daemons.py). Every daemon carries
+munged and slurmctld start exactly as a cloud's do (localcloud/services/daemons.py). Every daemon carries
 $ELASTIC_SLURM_LOCAL_CLOUD = the site's state dir and a PID file under run/; `down` stops only processes with both.
 """
 
@@ -25,11 +25,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from localcloud import daemons, enter, procs
+from localcloud.aws.emulated_aws import free_port
 from localcloud.cloud import LocalCloud
-from localcloud.daemons import CLOUD_MARKER
-from localcloud.emulated_aws import free_port
+from localcloud.instances import enter
 from localcloud.layout import Layout
+from localcloud.services import daemons, procs
+from localcloud.services.daemons import CLOUD_MARKER
 
 TEMPLATE = Path(__file__).resolve().parent / "onprem" / "slurm.conf.in"
 CONTROL_HOST = "sitectl"

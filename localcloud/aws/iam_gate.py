@@ -8,7 +8,7 @@ user's policies) on the request exactly as the client signed it, and moto's in-b
 `/_localcloud/iam` turns it on or off: GET -> {"enforce": bool, "request_log": path|null}; POST with either key.
 Unsigned requests to moto's own admin API (`/moto-api/`) pass; any other unsigned request is refused while enforcing.
 With a request log set, every AWS request is appended to it as one JSON line `{"service", "region", "action",
-"params"}` (what localcloud/iam_requests.py turns into IAM authorization requests).
+"params"}` (what localcloud/aws/iam_requests.py turns into IAM authorization requests).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from cluster_config.model import Cluster
-from localcloud import enter, machines
-from localcloud.fault_middleware import WAIT_CONDITION_PATH
+from localcloud.aws.fault_middleware import WAIT_CONDITION_PATH
+from localcloud.instances import enter, machines
 from localcloud.layout import Layout
 from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
 from stacks.naming import TAG_ROLE, config_url_parameter, deployed_infra_parameter

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from localcloud.fault_middleware import ec2_error
+from localcloud.aws.fault_middleware import ec2_error
 from slurm_plugin.manifest import TAG_LAUNCH_REQUEST
 
 MAX_IDS = 100

@@ -2,7 +2,7 @@
 
 moto answers every type in every AZ with one constant price (0.00001) and ignores ProductDescriptions and the
 AvailabilityZone parameter; this answer replaces it. Which types an AZ offers comes from moto's offerings data
-(`Offer`: type, AZ name, AZ id); the price from localcloud/price_list.py (`spot_price`), one price point per type, AZ
+(`Offer`: type, AZ name, AZ id); the price from localcloud/aws/price_list.py (`spot_price`), one price point per type, AZ
 and product description ("Linux/UNIX" and "Linux/UNIX (Amazon VPC)"), in effect since the table's publication date.
 A type the table does not price has no history, as a type EC2 does not sell on spot. Honoured: InstanceType.N,
 ProductDescription.N, AvailabilityZone, AvailabilityZoneId, Filter.N (availability-zone, instance-type,
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from localcloud.price_list import PUBLICATION_DATE, spot_price
+from localcloud.aws.price_list import PUBLICATION_DATE, spot_price
 
 PRODUCTS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
 TIMESTAMP = PUBLICATION_DATE.replace("Z", ".000Z")

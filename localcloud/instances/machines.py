@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from localcloud import enter
+from localcloud.instances import enter
 from localcloud.layout import REPO_ROOT, Layout
 
 CLIENTS = (

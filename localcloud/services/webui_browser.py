@@ -1,7 +1,7 @@
 """The REST API's web page in a real headless Chromium (Debian's `chromium`, driven by playwright over CDP): what a
 user does on it — connect with a token, submit a job template — for the e2e test and the docs' screenshot.
 
-`python -m localcloud.webui_browser --state-dir DIR --out docs/images/web-ui.png` submits the hello template as the
+`python -m localcloud.services.webui_browser --state-dir DIR --out docs/images/web-ui.png` submits the hello template as the
 local cloud's job user from the page of a running local cloud (one with `rest_api.enabled`), waits until the page
 shows it COMPLETED and saves a screenshot. playwright is a test dependency (requirements-dev.txt); it never downloads
 a browser here: it launches /usr/bin/chromium (scripts/setup.sh installs it).
@@ -33,7 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-JOB_USER = "esuser"  # the local cloud's job user (localcloud/slurm_root.py)
+JOB_USER = "esuser"  # the local cloud's job user (localcloud/image/slurm_root.py)
 TOKEN_LIFESPAN = 900
 VIEWPORT_SIZE = (1280, 900)
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     """Submit the hello template from the page of a running local cloud and save a screenshot."""
     from localcloud.cloud import LocalCloud
 
-    parser = argparse.ArgumentParser(prog="python -m localcloud.webui_browser", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localcloud.services.webui_browser", description=__doc__)
     parser.add_argument("--state-dir", required=True, help="state dir of a running local cloud with rest_api")
     parser.add_argument("--out", required=True, help="where the PNG goes (docs/images/web-ui.png)")
     args = parser.parse_args(argv)

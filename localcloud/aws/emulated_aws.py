@@ -1,9 +1,9 @@
 """The emulated AWS API: moto in server mode on 127.0.0.1 (one process, every region) behind the fault middleware.
 
-Run standalone: `python -m localcloud.emulated_aws --port P [--log-dir D]` (prints `READY <url>` when serving).
+Run standalone: `python -m localcloud.aws.emulated_aws --port P [--log-dir D]` (prints `READY <url>` when serving).
 From Python: `EmulatedAws.start(log_dir)` starts that as a child process and returns a handle to talk to it; `stop()`
 ends exactly that process. Clients use dummy credentials until `enforce_iam(admin)` turns moto's IAM enforcement on
-(then every request must be signed by an emulated IAM user allowed the action; see localcloud/iam.py); nothing
+(then every request must be signed by an emulated IAM user allowed the action; see localcloud/aws/iam.py); nothing
 leaves the loopback interface.
 """
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localcloud.faults import Faults
+from localcloud.aws.faults import Faults
 
 if TYPE_CHECKING:
-    from localcloud.iam import Credentials
+    from localcloud.aws.iam import Credentials
 
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -76,12 +76,12 @@ class EmulatedAws:
         port = port or free_port()
         log = open(log_dir / "emulated-aws.log", "ab")  # noqa: SIM115 - handed to the child
         process = subprocess.Popen(
-            [sys.executable, "-m", "localcloud.emulated_aws", "--port", str(port)],
+            [sys.executable, "-m", "localcloud.aws.emulated_aws", "--port", str(port)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=Path(__file__).resolve().parents[2],
         )
         log.close()
         handle = cls(url=f"http://127.0.0.1:{port}", pid=process.pid, process=process)
@@ -170,15 +170,15 @@ def build_app() -> Any:
     from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    from localcloud import instance_topology
-    from localcloud.fault_middleware import FaultMiddleware
-    from localcloud.iam_gate import IamGate
-    from localcloud.moto_speedups import install as index_moto_lookups
-    from localcloud.moto_status_filters import install as honour_status_filters
-    from localcloud.spot_history import Offer
+    from localcloud.aws import instance_topology
+    from localcloud.aws.fault_middleware import FaultMiddleware
+    from localcloud.aws.iam_gate import IamGate
+    from localcloud.aws.moto_speedups import install as index_moto_lookups
+    from localcloud.aws.moto_status_filters import install as honour_status_filters
+    from localcloud.aws.spot_history import Offer
 
-    index_moto_lookups()  # tags and instances read by id (same answers; localcloud/moto_speedups.py)
-    honour_status_filters()  # DescribeInstanceStatus filters moto drops (localcloud/moto_status_filters.py)
+    index_moto_lookups()  # tags and instances read by id (same answers; localcloud/aws/moto_speedups.py)
+    honour_status_filters()  # DescribeInstanceStatus filters moto drops (localcloud/aws/moto_status_filters.py)
     account = "123456789012"
 
     def subnet_az(region: str, subnet_id: str) -> str | None:
@@ -242,7 +242,7 @@ def serve(port: int) -> None:
 
 
 def main() -> None:
-    """Command-line entry: `python -m localcloud.emulated_aws --port P`."""
+    """Command-line entry: `python -m localcloud.aws.emulated_aws --port P`."""
     parser = argparse.ArgumentParser(description="Emulated AWS API (moto server + fault injection) on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     args = parser.parse_args()

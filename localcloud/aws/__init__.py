@@ -1,0 +1,1 @@
+"""The emulated AWS: the moto server and what moto lacks (IAM enforcement, faults, prices, topology)."""

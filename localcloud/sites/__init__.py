@@ -1,0 +1,1 @@
+"""More than one cluster: federations of local clouds and an on-prem site that bursts into them."""
