@@ -3,7 +3,9 @@
 Writes next to the JSON:
 - calls-vs-n.png: EC2 API calls of one resume and one suspend against N (log-log), each point labelled with its calls
   by API, and the "one call per node" line of a plugin that does not batch;
-- wall-vs-n.png: wall and CPU seconds of the plugin process against N (log-log).
+- wall-vs-n.png: wall and CPU seconds of the plugin process against N (log-log);
+- jobs-vs-n.png (issue 33): for one big job and for jobs of 50 nodes, both launch APIs, seconds to the first / half /
+  last NodeAddr against N, and the EC2 calls of each; the foreground's p50 / p95 in the title.
 matplotlib's object API with the Agg canvas: no display needed.
 """
 
@@ -47,7 +49,7 @@ def _log_axes(ax: Any, ns: list[int], ylabel: str) -> None:
 def _subtitle(results: dict[str, Any]) -> str:
     machine = results.get("machine", {})
     return (
-        f"1 pool, 3 instance types x 3 AZs, emulated EC2 - recorded {results.get('recorded', '?')}, "
+        f"emulated EC2 - recorded {results.get('recorded', '?')}, "
         f"{machine.get('cpus', '?')} cores, load {machine.get('load_avg_1m', '?')}"
     )
 
@@ -77,7 +79,7 @@ def plot_calls(results: dict[str, Any], path: Path) -> Path:
         ax.plot(line, line, linestyle=":", color="#555555", label="one launch call per node (no batching)")
         ax.set_ylim(0.5, max(line) * 2)
     _log_axes(ax, sorted(ns), "EC2 API calls (log)")
-    ax.set_title(_subtitle(results), fontsize=9, loc="left")
+    ax.set_title("1 pool, 3 instance types x 3 AZs, " + _subtitle(results), fontsize=9, loc="left")
     fig.suptitle("Power-save plugin: EC2 API calls per resume / suspend against N", fontsize=13)
     fig.savefig(path, format="png")
     return path
@@ -102,18 +104,77 @@ def plot_wall(results: dict[str, Any], path: Path) -> Path:
     if seconds:
         ax.set_ylim(min(seconds) / 1.6, max(seconds) * 1.8)  # room for the labels of the lowest and highest points
     ax.set_title(
-        _subtitle(results) + "\nwall includes the emulator's own work (moto, another process)", fontsize=9, loc="left"
+        "1 pool, 3 instance types x 3 AZs, "
+        + _subtitle(results)
+        + "\nwall includes the emulator's own work (moto, another process)",
+        fontsize=9,
+        loc="left",
     )
     fig.suptitle("Power-save plugin: wall and CPU time per resume / suspend against N", fontsize=13)
     fig.savefig(path, format="png")
     return path
 
 
+JOB_CASES = {  # row case -> colour
+    "one big job (CreateFleet)": "#1f77b4",
+    "jobs of 50 (CreateFleet)": "#ff7f0e",
+    "one big job (RunInstances)": "#2ca02c",
+    "jobs of 50 (RunInstances)": "#d62728",
+}
+
+
+def plot_jobs(results: dict[str, Any], path: Path) -> Path | None:
+    """Seconds to the first / half / last NodeAddr and EC2 calls against N, per job case; None without such rows."""
+    by_case = {c: sorted((r for r in results["rows"] if r["case"] == c), key=lambda r: r["n"]) for c in JOB_CASES}
+    if not any(by_case.values()):
+        return None
+    fig = Figure(figsize=(13, 6), dpi=100, layout="constrained")
+    times, calls = fig.subplots(1, 2)
+    for case, rows in by_case.items():
+        color = JOB_CASES[case]
+        n = [r["n"] for r in rows]
+        for key, style, label in (("last_s", "-", "last"), ("half_s", "--", "half"), ("first_s", ":", "first")):
+            times.plot(n, [r["nodeaddr"][key] for r in rows], linestyle=style, marker="o", color=color,
+                       label=f"{case}: {label}")  # fmt: skip
+        for x, row in zip(n, rows, strict=True):
+            if row["nodeaddr"]["last_s"] is None:  # not every node got an address (the row's `failed` says why)
+                continue
+            times.annotate(f"{row['nodeaddr']['last_s']:.1f} s", (x, row["nodeaddr"]["last_s"]),
+                           textcoords="offset points", xytext=(5, 3), fontsize=8, color=color)  # fmt: skip
+        total = [sum(r["ec2_calls"].values()) for r in rows]
+        calls.plot(n, total, marker="s", color=color, label=case)
+        for x, y in zip(n, total, strict=True):
+            calls.annotate(str(y), (x, y), textcoords="offset points", xytext=(5, 3), fontsize=8, color=color)
+    times.set_ylim(bottom=0)
+    times.set_xlabel("N (nodes resumed in one ResumeProgram call)")
+    times.set_ylabel("seconds from the resume's start to the NodeAddr of the first / half / last node")
+    times.grid(True, alpha=0.35)
+    times.legend(fontsize=7, ncol=2)
+    calls.set_xlabel("N")
+    calls.set_ylabel("EC2 API calls of the resume")
+    calls.set_yscale("log")
+    calls.grid(True, alpha=0.35)
+    calls.legend(fontsize=8)
+    fore = [r for r in results["rows"] if r["case"].startswith("ResumeProgram foreground") and "p95_s" in r]
+    fg = "; ".join(f"{r['case'].split(', ')[-1]}: p50 {r['p50_s'] * 1000:.0f} ms, p95 {r['p95_s'] * 1000:.0f} ms"
+                   for r in fore)  # fmt: skip
+    times.set_title(_subtitle(results) + (f"\nforeground (N={fore[0]['n']}): {fg}" if fore else ""), fontsize=8,
+                    loc="left")  # fmt: skip
+    fig.suptitle("Many jobs in one resume: jobs of 50 nodes next to one big job, both launch APIs", fontsize=13)
+    fig.savefig(path, format="png")
+    return path
+
+
 def plot_results(results_path: Path = RESULTS) -> list[Path]:
-    """Both PNGs, written next to the JSON."""
+    """The PNGs, written next to the JSON (a --quick run has no resume/suspend rows: those plots are left as they
+    are)."""
     results = json.loads(results_path.read_text(encoding="utf-8"))
     out = results_path.parent
-    return [plot_calls(results, out / "calls-vs-n.png"), plot_wall(results, out / "wall-vs-n.png")]
+    paths = []
+    if _rows(results, "resume"):
+        paths += [plot_calls(results, out / "calls-vs-n.png"), plot_wall(results, out / "wall-vs-n.png")]
+    jobs = plot_jobs(results, out / "jobs-vs-n.png")
+    return paths + ([jobs] if jobs else [])
 
 
 def main() -> int:

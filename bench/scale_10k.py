@@ -13,7 +13,12 @@ Starts a local cloud (real slurmctld, slurmdbd and MariaDB; emulated AWS) of ben
    instance live: CPU, AWS calls, scontrol calls, cProfile;
 6. the schedulers under a queue of jobs: sdiag's main and backfill cycle statistics, slurmctld RSS;
 7. one suspend of every node (`state=power_down_force`): SuspendProgram's return, EC2 calls, all terminated;
-8. one more manager pass after the suspend.
+8. one more manager pass after the suspend;
+9. thousands of jobs starting at once (bench/scale_configuring.py): CONFIGURING on booting nodes, slurmctld's CPU,
+   the RPC rate (sdiag deltas) and the prolog processes; with `slurm.early_start` off
+   (bench/configs/scale-10k-no-early-start.yaml) the same without PrologSlurmctld.
+
+`--phases` runs some of them only (e.g. `--phases configuring`, written to --out).
 
 No node runs a slurmd: the bench stops the instance runner before the first launch (instances stay running in the
 emulated EC2, nothing boots), and the metrics exporter and Prometheus (their scrapes would load slurmctld and the
@@ -36,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from bench import scale_configuring as starting
 from bench import scale_controller as controller
 from bench import scale_phases as phases
 from bench.scale_report import table, targets
@@ -51,6 +57,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CONFIG = HERE / "configs" / "scale-10k.yaml"
 RESULTS = HERE / "results" / "scale-10k.json"
 STOPPED_FOR_THE_BENCH = ("instance-runner", "prometheus", "exporter")
+PHASES = ("render", "slurmctld_start", "show_nodes", "resume_program_isolated", "resume", "manager_live", "scheduler",
+          "suspend", "manager_after", "configuring")  # fmt: skip
 NEEDED = ["mariadbd", "mariadb-install-db", "unshare", "chroot"]
 
 
@@ -81,8 +89,8 @@ class BenchCloud(LocalCloud):
     the loopback; no slurmd runs in this bench, and 10,000 node lines cost every Slurm client (scontrol, sbatch,
     sinfo: the plugin's and the manager's calls too) ~0.3 s of CPU to parse, which production does not pay."""
 
-    def _machine_values(self, aws_url: str, ports: Any, role: Any) -> dict[str, str]:
-        values: dict[str, str] = super()._machine_values(aws_url, ports, role)
+    def _machine_values(self, *args: Any, **kwargs: Any) -> dict[str, str]:
+        values: dict[str, str] = super()._machine_values(*args, **kwargs)
         path = Path(values["ES_RENDER_OVERRIDES"])
         overrides = json.loads(path.read_text(encoding="utf-8"))
         overrides["options"].pop("slurmd_port_base", None)
@@ -164,8 +172,12 @@ def run(args: argparse.Namespace, config: Path, state_dir: Path) -> dict[str, An
             ("scheduler", lambda: phases.scheduler_under_queue(ctx, args.jobs, args.job_nodes, args.settle)),
             ("suspend", lambda: phases.suspend_all(ctx)),
             ("manager_after", lambda: phases.manager_pass(ctx, "after")),
+            ("configuring", lambda: starting.configuring(ctx, args.cf_jobs, args.cf_window, args.cf_partition)),
         ]
+        results["early_start"] = load(config).clusters[0].slurm.early_start
         for name, step in steps:
+            if name not in args.phases:
+                continue
             print(f"[scale-10k] {time.strftime('%H:%M:%S')} {name} ...", flush=True)
             measured[name] = step()
             print(f"[scale-10k] {name}: {_brief(measured[name])}", flush=True)
@@ -188,15 +200,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--job-nodes", type=int, default=10, help="nodes per queued job (default 10)")
     parser.add_argument("--settle", type=float, default=120.0, help="seconds the schedulers run before sdiag")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a resume or suspend may take")
+    parser.add_argument(
+        "--phases", type=_phases, default=list(PHASES), help="comma-separated phases to run (default all)"
+    )
+    parser.add_argument("--cf-jobs", type=int, default=5000, help="jobs starting at once, `configuring` (default 5000)")
+    parser.add_argument("--cf-window", type=float, default=60.0, help="seconds measured with them CONFIGURING")
+    parser.add_argument("--cf-partition", default="cpu", help="the partition they start in (default cpu)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")
     parser.add_argument("--keep", action="store_true", help="keep the local cloud's state dir (logs) afterwards")
     return parser
 
 
+def _phases(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PHASES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase(s) {', '.join(unknown) or '(none)'}; known: {', '.join(PHASES)}"
+        )
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the bench; 0 when every phase completed (targets missed are reported, not failed)."""
     args = build_parser().parse_args(argv)
-    for name, value in (("--nodes", args.nodes), ("--jobs", args.jobs), ("--job-nodes", args.job_nodes)):
+    for name, value in (("--nodes", args.nodes), ("--jobs", args.jobs), ("--job-nodes", args.job_nodes),
+                        ("--cf-jobs", args.cf_jobs)):  # fmt: skip
         if value is not None and value < 1:
             print(f"bench.scale_10k: error: {name}: must be >= 1 (got {value})", file=sys.stderr)
             return 2
@@ -227,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(table(results))
     print(f"written to {args.out}")
-    from bench.scale_plot import plot_results  # matplotlib: a dev dependency
+    if "resume" in args.phases:  # the picture is of the resume/suspend phases
+        from bench.scale_plot import plot_results  # matplotlib: a dev dependency
 
-    print(f"plot: {plot_results(args.out)}")
+        print(f"plot: {plot_results(args.out)}")
     return 0
 
 

@@ -130,7 +130,24 @@ def _rows(p: dict[str, Any], results: dict[str, Any]) -> list[tuple[str, Any, st
         ("suspend: CPU s of worker / moto / slurmctld", g("suspend", "cpu_s", "plugin"),
          f"{_num(g('suspend', 'cpu_s', 'emulated_aws'))} / {_num(g('suspend', 'cpu_s', 'slurmctld'))}"),
     ]  # fmt: skip
+    if p.get("configuring"):
+        rows += _starting_rows(p["configuring"], results.get("early_start"))
     return rows
+
+
+def _starting_rows(row: dict[str, Any], early_start: Any) -> list[tuple[str, Any, str]]:
+    """The rows of the starting-jobs phase (bench/scale_configuring.py)."""
+    top = ", ".join(f"{k}={v}" for k, v in list(row.get("rpc_per_s", {}).items())[:5])
+    share = row.get("cpu_share", {})
+    return [
+        ("starting: jobs CONFIGURING at once", row.get("configuring_at_window"),
+         f"early_start {early_start}; {row.get('jobs')} submitted, all CONFIGURING after {_num(row.get('all_configuring_s'))} s"),
+        ("starting: prolog processes (RSS MiB in notes)", row.get("prolog_processes"), f"{_num(row.get('prolog_rss_mib'))} MiB"),
+        ("starting: slurmctld RPCs per second (sdiag)", row.get("rpc_per_s_total"), top),
+        ("starting: CPU s/s slurmctld / slurmscriptd / boot watch", share.get("slurmctld"),
+         f"{_num(share.get('slurmscriptd'))} / {_num(share.get('bootwatch'))}"),
+        ("starting: prologs ended after scancel (s)", row.get("prologs_gone_after_scancel_s"), ""),
+    ]  # fmt: skip
 
 
 def table(results: dict[str, Any]) -> str:

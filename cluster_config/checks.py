@@ -19,6 +19,7 @@ from cluster_config.model_site import MAX_ENCODED_ACTIONS, CustomActions
 from cluster_config.onprem_checks import onprem_problems
 from cluster_config.os_checks import os_problems
 from cluster_config.rest_api_checks import rest_api_accounting_problems, rest_api_problems
+from cluster_config.slurm_checks import slurm_problems
 from cluster_config.topology_checks import topology_problems
 
 # A node name is a DNS label: at most 63 characters.
@@ -97,6 +98,7 @@ def check(config: ElasticSlurmConfig) -> list[ConfigError]:
     errors += _check_federation(config)
     errors += (ConfigError(where, message) for where, message in rest_api_accounting_problems(config))
     errors += (ConfigError(where, message) for where, message in onprem_problems(config))
+    errors += (ConfigError(where, message) for where, message in slurm_problems(config))
     return errors
 
 
@@ -277,7 +279,7 @@ def _check_pool(
         yield ConfigError(f"{path}.instance_types[{index}]", f"instance type '{types[index]}' is listed twice")
     azs = pool_azs(cluster, pool)
     where = f"{path}.availability_zones"
-    for index in _repeats(azs):
+    for index in _repeats(list(pool.availability_zones or [])):  # the network's own repeats are reported there
         yield ConfigError(f"{where}[{index}]", f"availability zone '{azs[index]}' is listed twice")
     for az in dict.fromkeys(azs):
         if az not in capacities:

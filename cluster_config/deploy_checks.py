@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Iterator
 
 from cluster_config import aws_catalog
+from cluster_config.address_space import address_space
 from cluster_config.checks import ConfigError
 from cluster_config.model import ElasticSlurmConfig, ExistingNetwork, NewNetwork
 
@@ -34,14 +35,23 @@ def deploy_checks(config: ElasticSlurmConfig) -> list[ConfigError]:
 
 
 def _open_ingress(config: ElasticSlurmConfig) -> Iterator[ConfigError]:
-    """SSH from the whole internet: cdk-nag's AwsSolutions-EC23 fails the synth on a 0.0.0.0/0 or ::/0 ingress."""
+    """SSH from the internet. The whole of it never: cdk-nag's AwsSolutions-EC23 fails the synth on a 0.0.0.0/0 or
+    ::/0 ingress. Public address space only with `ssh_allow_public_cidrs` (private and documentation ranges need no
+    opt-in: cluster_config/address_space.py)."""
     for ci, cluster in enumerate(config.clusters):
         for index, cidr in enumerate(cluster.ssh_allowed_cidrs):
+            where = f"clusters[{ci}].ssh_allowed_cidrs[{index}]"
             if ipaddress.ip_network(cidr, strict=False).prefixlen == 0:
                 yield ConfigError(
-                    f"clusters[{ci}].ssh_allowed_cidrs[{index}]",
+                    where,
                     f"'{cidr}' opens SSH to the whole internet; list your own address ranges (or use SSM Session "
                     "Manager, which needs no ingress)",
+                )
+            elif address_space(cidr) == "public" and not cluster.ssh_allow_public_cidrs:
+                yield ConfigError(
+                    where,
+                    f"'{cidr}' is public address space: set clusters[{ci}].ssh_allow_public_cidrs: true to let it reach "
+                    "SSH, or list private ranges (RFC 1918, 100.64.0.0/10, fc00::/7) or use SSM Session Manager",
                 )
 
 

@@ -25,7 +25,6 @@ from cluster_config.model_base import (
     NAME_PATTERN,
     REGION_PATTERN,
     SECURITY_GROUP_PATTERN,
-    CidrList,
     PurchaseOption,
     StrictModel,
 )
@@ -46,7 +45,7 @@ from cluster_config.model_infra import (
 from cluster_config.model_onprem import OnpremCluster
 from cluster_config.model_rest_api import RestApi
 from cluster_config.model_site import CapacityReservation, CustomAction, CustomActions, IamPolicies
-from cluster_config.safe_types import HttpsUrl, SafeText, ScheduleExpression, SystemdCalendar, Tags
+from cluster_config.safe_types import HttpsUrl, RuleCidrList, SafeText, ScheduleExpression, SystemdCalendar, Tags
 from cluster_config.slurm_settings import (
     CGROUP_OWNED,
     CLUSTER_OWNED,
@@ -144,6 +143,11 @@ class Controller(StrictModel):
     security_groups: list[Annotated[str, Field(pattern=SECURITY_GROUP_PATTERN)]] = Field(
         default_factory=list, description="Extra security groups (of the cluster's VPC) on the controllers."
     )
+    exporter_per_user_series: bool = Field(
+        default=False,
+        description="The metrics exporter also serves series by user and by account (user and account names as "
+        "labels) to the monitoring group; off: by partition, pool and state only (docs/observability.md).",
+    )
 
 
 # ---------------------------------------------------------------- partitions and pools
@@ -165,7 +169,9 @@ class Pool(StrictModel):
     instance_types: list[Annotated[str, Field(pattern=INSTANCE_TYPE_PATTERN)]] = Field(
         min_length=1, description="Instance types, in order of preference; one architecture."
     )
-    purchase_option: PurchaseOption = Field(default=PurchaseOption.ON_DEMAND, description="on_demand, spot, or both.")
+    purchase_option: PurchaseOption = Field(
+        default=PurchaseOption.ON_DEMAND, strict=False, description="on_demand, spot, or both."
+    )
     availability_zones: list[Annotated[str, Field(pattern=AZ_PATTERN)]] | None = Field(
         default=None,
         min_length=1,
@@ -300,6 +306,13 @@ class SlurmTimers(StrictModel):
         description="Consecutive failed boots after which a pool stops launching (protected mode) until "
         "`slurm-pool-protection --clear POOL` or a config change; 0 never stops.",
     )
+    early_start: bool = Field(
+        default=True,
+        description="Start a job on freshly booted nodes as soon as they are up (PrologSlurmctld waits for them, "
+        "followed by one boot watch) instead of at slurmctld's next 30 s pass; false: no PrologSlurmctld, which "
+        "SchedMD's high-throughput guide advises for clusters of many short jobs on warm nodes "
+        "(docs/cold-start.md).",
+    )
 
 
 class Cluster(StrictModel):
@@ -323,8 +336,15 @@ class Cluster(StrictModel):
     preemption: Preemption = Field(default_factory=Preemption, description="Preemption policy.")
     health_checks: HealthChecks = Field(default_factory=HealthChecks, description="Health checks.")
     slurm: SlurmTimers = Field(default_factory=SlurmTimers, description="Power-save timers.")
-    ssh_allowed_cidrs: CidrList = Field(
-        default_factory=list, description="CIDRs allowed to SSH to the controllers and login nodes."
+    ssh_allowed_cidrs: RuleCidrList = Field(
+        default_factory=list,
+        description="IPv4 or IPv6 CIDRs allowed to SSH to the controllers and login nodes: private ranges (RFC 1918, "
+        "100.64.0.0/10, fc00::/7) or documentation ranges; public ones need `ssh_allow_public_cidrs`.",
+    )
+    ssh_allow_public_cidrs: bool = Field(
+        default=False,
+        description="Allow public address space in `ssh_allowed_cidrs` (e.g. an office's public range); never "
+        "0.0.0.0/0 or ::/0.",
     )
     iam_policies: IamPolicies = Field(default_factory=IamPolicies, description="Extra managed policies of the roles.")
     tags: Tags = Field(

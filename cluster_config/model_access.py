@@ -39,6 +39,10 @@ class LoginPool(StrictModel):
     custom_actions: CustomActions = Field(default_factory=CustomActions, description="Boot scripts of the login nodes.")
 
 
+# A directory group name as sssd's simple access provider lists it (comma-separated: no comma, blank or quote; a
+# qualified `group@domain` is fine). sssd.conf is the sink: a newline or `[` would add a line or a section.
+GROUP_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$"
+
 # sssd.conf domain options the product writes from the fields above (or needs as they are)
 DIRECTORY_OWNED = {
     "id_provider": "the domain is an LDAP domain",
@@ -88,6 +92,19 @@ class Directory(StrictModel):
     )
     tls_reqcert: Literal["demand", "hard", "allow", "try", "never"] = Field(
         default="demand", description="SSSD ldap_tls_reqcert: how the server's certificate is checked."
+    )
+    controller_login_groups: list[Annotated[str, Field(pattern=GROUP_NAME_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Directory groups whose members may log in to the controllers (SSH, `su`, anything through "
+        "PAM); none: no directory user may (root and Session Manager still can). On controllers this replaces any "
+        "access_provider of domain_settings; login and compute nodes keep those (by default they admit every "
+        "directory user; compute nodes only those with a job there when pam_slurm_adopt is on).",
+    )
+    pam_slurm_adopt: bool = Field(
+        default=False,
+        description="On compute nodes, admit a directory user's SSH only while the user has a job on the node, and put "
+        "the session into that job's cgroup (Slurm's pam_slurm_adopt; slurm.conf gets PrologFlags=Contain).",
     )
     domain_settings: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")], str | int | bool] = Field(
         default_factory=dict,

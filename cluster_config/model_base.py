@@ -35,17 +35,31 @@ def vpc_cidr(value: str) -> str:
     return value
 
 
-def cidrs(values: list[str]) -> list[str]:
-    """Check IPv4 or IPv6 CIDRs (host bits set are an error, as AWS refuses them)."""
-    for value in values:
-        try:
-            ipaddress.ip_network(value)
-        except ValueError as exc:
-            raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
-    return values
+def cidr(value: str) -> str:
+    """Check an IPv4 or IPv6 CIDR (host bits set are an error, as AWS refuses them) and return it normalised: an
+    address without a mask is that one address (`198.51.100.7` → `198.51.100.7/32`, `2001:db8::1` → `2001:db8::1/128`)
+    — CDK's `Peer.ipv4`/`Peer.ipv6` and AWS refuse a CIDR without a mask — and IPv6 in its short form."""
+    if "%" in value:  # ipaddress accepts an IPv6 zone index (fe80::1%eth0): no rule or address list means one
+        raise ValueError(f"'{value}' is not a CIDR: a zone index ('%...') has no meaning here")
+    try:
+        return ipaddress.ip_network(value).with_prefixlen
+    except ValueError as exc:
+        raise ValueError(f"'{value}' is not a CIDR: {exc}") from None
 
 
-CidrList = Annotated[list[str], AfterValidator(cidrs)]  # IPv4 or IPv6 CIDRs, each checked
+def ipv4_cidr(value: str) -> str:
+    """`cidr`, IPv4 only: for rules the stacks write with `Peer.ipv4` (the cluster's VPCs are IPv4-only)."""
+    net = cidr(value)
+    if ":" in net:
+        raise ValueError(
+            f"'{value}' is an IPv6 CIDR: the cluster's VPC and its SSH rules are IPv4-only (give an IPv4 range, or use "
+            "SSM Session Manager, which needs no ingress)"
+        )
+    return net
+
+
+CidrList = list[Annotated[str, AfterValidator(cidr)]]  # IPv4 or IPv6 CIDRs, each checked and normalised
+Ipv4CidrList = list[Annotated[str, AfterValidator(ipv4_cidr)]]  # IPv4 CIDRs, each checked and normalised
 
 
 # No string of the config (value, list item, mapping key) holds these Unicode categories: control characters (Cc:
@@ -54,6 +68,8 @@ CidrList = Annotated[list[str], AfterValidator(cidrs)]  # IPv4 or IPv6 CIDRs, ea
 # fields' own patterns, so the error never echoes such a value (docs/security.md).
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 MAX_TEXT = 4096
+# No number of the config is larger: AWS's and Slurm's integer fields are 32-bit.
+MAX_NUMBER = 2**31 - 1
 
 
 def text_problem(value: Any) -> str | None:
@@ -74,6 +90,17 @@ def text_problem(value: Any) -> str | None:
     return None
 
 
+def _largest(value: Any) -> int:
+    """The largest magnitude of the integers `value` holds (0 when none); sections below check their own."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value)
+    if isinstance(value, dict):
+        return max(map(_largest, value.values()), default=0)
+    if isinstance(value, list):
+        return max(map(_largest, value), default=0)
+    return 0
+
+
 def holds_model(annotation: Any) -> bool:
     """Whether a field annotation may hold a config section (through Optional, unions, lists, dicts, Annotated)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -86,11 +113,24 @@ def holds_model(annotation: Any) -> bool:
     return False
 
 
-class StrictModel(BaseModel):
-    """Base for every config section: unknown keys are errors (a typo must never be silently ignored), and every
-    string is one line of visible text (`text_problem`; nested sections check their own)."""
+def literal_numbers(annotation: Any) -> bool:
+    """Whether a field annotation is (or holds, through Optional and Annotated) a Literal of numbers, e.g. `Literal[1,
+    2]`: pydantic matches `True` against `1` there even in strict mode."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(v, int | float) and not isinstance(v, bool) for v in typing.get_args(annotation))
+    if origin in (typing.Annotated, typing.Union, types.UnionType):
+        return any(literal_numbers(arg) for arg in typing.get_args(annotation))
+    return False
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class StrictModel(BaseModel):
+    """Base for every config section: unknown keys are errors (a typo must never be silently ignored), every string is
+    one line of visible text (`text_problem`; nested sections check their own), and values are strict (pydantic's
+    strict mode): `max_nodes: true` or `max_nodes: "4"` is not a number, `backup: 1` or `backup: "yes"` not a boolean.
+    Enum fields take their values' strings (`Field(strict=False)` there: strict mode would want enum objects)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -102,8 +142,12 @@ class StrictModel(BaseModel):
             if key_problem:
                 raise ValueError(f"a key: {key_problem}")
             field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if field is not None and isinstance(value, bool) and literal_numbers(field.annotation):
+                raise ValueError(f"{key}: a number, not the boolean {str(value).lower()}")
             if field is not None and holds_model(field.annotation):
                 continue
+            if (big := _largest(value)) > MAX_NUMBER:
+                raise ValueError(f"{key}: a number of {len(str(big))} digits (at most {MAX_NUMBER})")
             problem = text_problem(value)
             if problem:
                 raise ValueError(f"{key}: {problem}")

@@ -26,7 +26,7 @@ def site_cidr(value: str) -> str:
         raise ValueError(
             f"'{value}' opens slurmdbd and slurmctld to /{net.prefixlen}; name the site's hosts (/8 or longer)"
         )
-    return value
+    return net.with_prefixlen  # an address alone is its /32: CDK's Peer.ipv4 refuses a CIDR without a mask
 
 
 class OnpremCluster(StrictModel):

@@ -21,6 +21,8 @@ Sources of the facts (one per column):
   arm64 only the distributions we could confirm there are listed (Ubuntu, RHEL/Rocky 9): others are refused.
 - EFA: the EFA installer supports every base OS here, Debian 13 since installer 1.46.0
   (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-changelog.html).
+- PMIx (Slurm's mpi/pmix plugin): Debian's and Ubuntu's `libpmix-dev` (Debian 13: PMIx 5.0.7, Ubuntu universe),
+  Rocky/RHEL 9's `pmix-devel` (CRB); AL2023 has no PMIx package we could confirm, so its images build no mpi/pmix.
 - FSx for Lustre clients: https://docs.aws.amazon.com/fsx/latest/LustreGuide/install-lustre-client.html (Amazon Linux
   2023, RHEL/Rocky 9, Ubuntu 22.04/24.04; none for Debian).
 """
@@ -60,6 +62,7 @@ _DEB_COMMON = [
     "libdbus-1-dev",
     "liblz4-dev",
     "libcurl4-openssl-dev",
+    "libpmix-dev",  # Slurm's mpi/pmix plugin (`srun --mpi=pmix`); Ubuntu has it in universe
     "nfs-common",
     "jq",
     "curl",
@@ -96,7 +99,7 @@ _RPM_COMMON = [
     "iptables-nft",
     "sssd-ldap",
 ]
-_EL9_EXTRA = ["munge", "munge-devel", "http-parser-devel", "libjwt-devel"]  # from CRB and EPEL
+_EL9_EXTRA = ["munge", "munge-devel", "http-parser-devel", "libjwt-devel", "pmix-devel"]  # from CRB and EPEL
 _AL2023_EXTRA = ["openssl-devel", "zlib-devel", "bzip2-devel", "authselect"]  # munge is built from source there
 
 
@@ -128,6 +131,9 @@ class OsSupport:
     cuda_toolkit: str = "cuda-toolkit-12-6"  # the CUDA toolkit package of the GPU images (NVIDIA's repository)
     nvidia_driver: Literal["apt-package", "dnf-module", "dnf-package"] = "apt-package"
     efa: bool = True
+    # Slurm's mpi/pmix plugin: built against the OS's PMIx development package (build-slurm.sh --with-pmix, which
+    # fails when none is found), or not at all where the OS packages none we could confirm
+    pmix: Literal["package", "none"] = "package"
 
 
 def _deb(python: Python, *extra: str) -> tuple[str, ...]:
@@ -199,6 +205,7 @@ OS_SUPPORT: dict[str, OsSupport] = {
             ssm_agent="preinstalled",
             cuda_repo={"x86_64": "amzn2023/x86_64"},
             nvidia_driver="dnf-package",
+            pmix="none",  # no PMIx package in AL2023's repositories that we could confirm: no mpi/pmix there
         ),
         OsSupport(
             base_os="rhel9",
@@ -267,6 +274,7 @@ def env_rows(entry: OsSupport) -> dict[str, str]:
         "cuda_toolkit": entry.cuda_toolkit,
         "nvidia_driver": entry.nvidia_driver,
         "efa": "yes" if entry.efa else "no",
+        "pmix": entry.pmix,
     }
 
 

@@ -3,9 +3,9 @@ Slurm settings it owns, and Slurm releases the web page's data parser is not tes
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 
+from cluster_config.address_space import address_space
 from cluster_config.model import Cluster, ElasticSlurmConfig
 from cluster_config.model_rest_api import DATA_PARSER
 
@@ -13,10 +13,8 @@ from cluster_config.model_rest_api import DATA_PARSER
 TAKEN_PORTS = {6817: "slurmctld", 6818: "slurmd", 6819: "slurmdbd", 9464: "the metrics exporter", 22: "SSH"}
 # slurm.conf keys the REST API writes (slurm_plugin/render/rest_api.py)
 OWNED_KEYS = ("authalttypes", "authaltparameters")
-# Where the web page may be opened: private and shared address space only (tokens travel in clear text)
-PRIVATE_RANGES = tuple(
-    ipaddress.ip_network(r) for r in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
-)
+# Where the web page may be opened: private and shared address space only (tokens travel in clear text):
+# cluster_config/address_space.py
 TESTED_RELEASES = ("26.05",)  # Slurm releases serving the data parser the web page speaks, tested with slurmrestd
 
 
@@ -34,8 +32,7 @@ def rest_api_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
         if port in TAKEN_PORTS:
             yield f"{where}.{field}", f"port {port} is {TAKEN_PORTS[port]}'s on the controller"
     for index, cidr in enumerate(rest.allowed_cidrs):
-        network = ipaddress.ip_network(cidr, strict=False)
-        if not any(network.version == p.version and network.subnet_of(p) for p in PRIVATE_RANGES):  # type: ignore[arg-type]
+        if address_space(cidr) != "private":
             yield (
                 f"{where}.allowed_cidrs[{index}]",
                 f"{cidr} is not private address space, where tokens would travel in clear text over plain HTTP: "

@@ -16,6 +16,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from cluster_config.model_base import cidr
+
 # ---------------------------------------------------------------- paths
 # A path segment: letters, digits and `._+@-` (no blank, quote, `$`, `%`, `\`, `#`, glob or control character).
 PATH_PATTERN = r"^(/[A-Za-z0-9._+@-]+)+$"
@@ -109,6 +111,18 @@ HttpsUrl = Annotated[str, Field(pattern=HTTPS_URL_PATTERN, max_length=2048)]
 # Image Builder schedule expressions: cron(...) or rate(...).
 SCHEDULE_EXPRESSION_PATTERN = r"^(cron\([0-9A-Za-z*?,/#L -]+\)|rate\([0-9]+ [a-z]+\))$"
 ScheduleExpression = Annotated[str, Field(pattern=SCHEDULE_EXPRESSION_PATTERN, max_length=256)]
+
+
+# ---------------------------------------------------------------- security group rules
+def rule_cidr(value: str) -> str:
+    """A CIDR a security group rule takes (model_base.cidr: checked and normalised), without the zone index Python's
+    ipaddress accepts in IPv6 (`fe80::1%eth0`), which would reach the rule and its description."""
+    if "%" in value:
+        raise ValueError(f"{shown(value)} is not a CIDR: a zone index ('%...') has no meaning in a security group rule")
+    return cidr(value)
+
+
+RuleCidrList = list[Annotated[str, AfterValidator(rule_cidr)]]  # IPv4 or IPv6 CIDRs of security group rules
 
 # ---------------------------------------------------------------- systemd
 # A systemd calendar expression (systemd.time(7), "Calendar Events"): `*:0/5`, `Mon..Fri 08:00`, `daily`,

@@ -32,11 +32,10 @@ CLUSTER_OWNED = {
     "BackupController": _SET_AT_BOOT,
     "ControlAddr": _SET_AT_BOOT,
     "BackupAddr": _SET_AT_BOOT,
-    "SlurmctldParameters": "enable_configless and the power-save parameters live there",
     "StateSaveLocation": _SET_AT_BOOT,
-    "SlurmctldPort": "the node security group opens Slurm's ports",
-    "SlurmdPort": "the node security group opens Slurm's ports",
-    "SrunPortRange": "the node security group opens exactly this range",
+    "SlurmctldPort": "the security groups open Slurm's ports",
+    "SlurmdPort": "the security groups open Slurm's ports",
+    "SrunPortRange": "the security groups open exactly this range",
     "SlurmUser": "the images run slurmctld as the `slurm` user",
     "SlurmdUser": "slurmd runs as root",
     "AuthType": "munge is set up by the images",
@@ -53,7 +52,7 @@ CLUSTER_OWNED = {
     "SuspendRate": _PLUGIN,
     "TreeWidth": _PLUGIN,
     "ReturnToService": _PLUGIN,
-    "PrologSlurmctld": "it starts jobs on freshly booted nodes",
+    "PrologSlurmctld": "it starts jobs on freshly booted nodes: set clusters[].slurm.early_start",
     "ResumeTimeout": "set clusters[].slurm.resume_timeout",
     "SuspendTime": "set clusters[].slurm.suspend_time",
     "SuspendTimeout": "set clusters[].slurm.suspend_timeout",
@@ -91,7 +90,7 @@ POOL_OWNED = {
     "NodeAddr": "the plugin sets each node's address at launch",
     "NodeHostname": "the plugin sets each node's host name at launch",
     "Port": "slurmd listens on Slurm's port",
-    "CPUs": "it comes from the instance type (the smallest of the pool)",
+    "CPUs": "it comes from the instance type (the smallest of the pool); set Sockets/CoresPerSocket to shape it",
     "Procs": "it comes from the instance type (the smallest of the pool)",
     "RealMemory": "it comes from the instance type, less a reserve",
     "Gres": "GPUs come from the instance type",
@@ -100,6 +99,20 @@ POOL_OWNED = {
     "Weight": "set pools[].weight",
     "State": "nodes are CLOUD nodes powered up and down by the plugin",
 }
+# SlurmctldParameters (a comma-separated list, merged like SchedulerParameters by slurm_plugin/render/
+# parameter_lists.py): what the product writes, and what a site's own list may not hold. A site's entry naming one of
+# these with another value is refused by `validate` (cluster_config/slurm_checks.py); its other entries (conmgr_*,
+# enable_rpc_queue, ...) are added.
+# enable_configless: compute nodes fetch slurm.conf from slurmctld; idle_on_node_suspend, power_save_interval=1: the
+# power-save plugin's (slurm_plugin/render/cluster.py)
+PRODUCT_SLURMCTLD_PARAMETERS = ("enable_configless", "idle_on_node_suspend", "power_save_interval=1")
+REFUSED_SLURMCTLD_PARAMETERS = {
+    "cloud_dns": "the plugin tells slurmctld each node's address at launch (scontrol update NodeAddr=...)",
+}
+# A pool's node topology (NodeName Sockets/CoresPerSocket/ThreadsPerCore, from the instance cache): a pool that sets
+# one of these in its slurm_settings sets the topology itself, and the product writes none of them
+NODE_TOPOLOGY_KEYS = ("Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket", "ThreadsPerCore")
+
 CGROUP_OWNED = {"CgroupPlugin": "the images pick the cgroup plugin (autodetect)"}
 _SECRET = "it comes from the accounting database's secret"
 # slurmdbd.conf (render/dbd.py writes every one of these but DbdAddr and the backups)
@@ -108,7 +121,7 @@ DBD_OWNED = {
     "DbdHost": "slurmdbd runs on the primary controller of accounting.host_cluster, set at its boot",
     "DbdAddr": "the controllers reach slurmdbd at DbdHost (slurm.conf's AccountingStorageHost)",
     "DbdBackupHost": "one slurmdbd, on the primary controller of accounting.host_cluster",
-    "DbdPort": "the node security group opens Slurm's ports",
+    "DbdPort": "the controllers' security group opens it to the controllers only",
     "SlurmUser": "the images run slurmdbd as the `slurm` user",
     "LogFile": "the log shipping expects it",
     "PidFile": "the systemd unit expects it",
@@ -148,8 +161,13 @@ GRES_POOL_OWNED = {
 # autodetect with a library it was not built with; GPUs come from the instance type (the pools' File= lines)
 AUTODETECT_ALLOWED = {"off"}
 
-# Keys rendered on a partition line that share one meaning: a user's DefMemPerNode replaces the product's DefMemPerCPU.
-EXCLUSIVE = [frozenset({"defmempercpu", "defmempernode", "defmempergpu"})]
+# Keys that share one meaning: a user's DefMemPerNode replaces the product's DefMemPerCPU on a partition line, a site's
+# PropagateResourceLimits the product's PropagateResourceLimitsExcept=MEMLOCK line (Slurm ignores the former beside
+# the latter, slurm.conf(5)).
+EXCLUSIVE = [
+    frozenset({"defmempercpu", "defmempernode", "defmempergpu"}),
+    frozenset({"propagateresourcelimits", "propagateresourcelimitsexcept"}),
+]
 _UNSAFE_VALUE = re.compile(r"[\s#\"'\\]")
 
 

@@ -185,6 +185,12 @@ RULES: tuple[Rule, ...] = (
         "on the controllers' launch template: a new version replaces them",
     ),
     Rule(
+        f"{_C}.controller.exporter_per_user_series",
+        _CONTROLLERS,
+        "in the controllers' user data (the exporter's ES_EXPORTER_PER_USER_SERIES): a new launch template version "
+        "replaces them",
+    ),
+    Rule(
         f"{_C}.iam_policies.{{controller[],compute[],login[]}}",
         _NONE,
         "managed policies are attached to the roles in place",
@@ -198,10 +204,16 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         f"{_C}.directory.{{ldap_uri[],search_base,ldap_schema,bind_dn,bind_password_secret_arn,"
-        "bind_password_kms_key_arn,tls_reqcert,domain_settings.<key>}",
+        "bind_password_kms_key_arn,tls_reqcert,domain_settings.<key>,controller_login_groups[]}",
         _DRAIN,
         "the directory parameter changes in place; nodes read it at boot: on controllers and login nodes run "
         "/opt/elastic-slurm/bin/elastic-slurm-directory (re-reads it, restarts sssd), drain pools to roll it out",
+    ),
+    Rule(
+        f"{_C}.directory.pam_slurm_adopt",
+        _DRAIN,
+        "PrologFlags=Contain at the reconfigure and the login nodes' SSH rule in place, but a compute node sets up "
+        "sshd's PAM from the directory parameter at boot: running nodes keep the old setting until replaced",
     ),
     # ---- login nodes: one Auto Scaling group per login pool (stacks/login_nodes.py)
     Rule(
@@ -226,6 +238,11 @@ RULES: tuple[Rule, ...] = (
         "in the login pool's launch template user data: a rolling update replaces the login nodes",
     ),
     Rule(f"{_C}.ssh_allowed_cidrs[]", _NONE, "security group rules change in place"),
+    Rule(
+        f"{_C}.ssh_allow_public_cidrs",
+        _NONE,
+        "checked by `validate` only: the security group rules follow ssh_allowed_cidrs, changed in place",
+    ),
     Rule(f"{_C}.tags.<key>", _NONE, _TAGS),
     Rule(
         f"{_C}.{{budget,budget.monthly_limit_usd,budget.alert_emails[],budget.alert_at_percent[],budget.alert_on}}",
@@ -312,15 +329,27 @@ RULES: tuple[Rule, ...] = (
     Rule(f"{_POOL}.custom_actions.{_ACTIONS}", _DRAIN, "in the pool's launch template user data"),
     Rule(f"{_POOL}.gpu.{{health_check,nccl_min_busbw_gbps}}", _RECONF, "read by the health checks from the config"),
     Rule(
-        f"{_C}.{{preemption.type,preemption.mode,preemption.grace_time,health_checks.interval}}",
+        f"{_C}.{{preemption.type,preemption.mode,health_checks.interval}}",
         _RECONF,
         "rendered into slurm.conf",
+    ),
+    Rule(
+        f"{_C}.preemption.grace_time",
+        _RECONF,
+        "rendered into slurm.conf (the partitions' GraceTime); with type qos: the preempted QOS's GraceTime, set by "
+        "slurm-accounting-apply at the reconfigure",
     ),
     Rule(f"{_C}.health_checks.impaired_threshold", _RECONF, "read by the cluster manager, restarted by the apply"),
     Rule(
         f"{_C}.slurm.{{suspend_time,suspend_timeout,resume_timeout,capacity_cooldown,boot_failure_limit}}",
         _RECONF,
         "rendered into slurm.conf and the plugin's manifest",
+    ),
+    Rule(
+        f"{_C}.slurm.early_start",
+        _RECONF,
+        "PrologSlurmctld in slurm.conf: jobs allocated after the reconfigure follow the new setting; a job already "
+        "waiting in its prolog waits on (bounded by resume_timeout)",
     ),
     Rule(f"{_C}.slurm_settings.<key>", _RECONF, "rendered into slurm.conf"),
     Rule(

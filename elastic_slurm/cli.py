@@ -1,18 +1,22 @@
 """Entry point of `elastic-slurm`: builds the argparse tree from the command modules and turns errors into one line.
 
 Each subcommand lives in `elastic_slurm.commands.<module>` and exposes `register(subparsers)`; the handler it sets
-with `set_defaults(func=...)` returns the exit code. Known failures (UserError, ConfigInvalid) print one line per
-problem on stderr and exit 2 — never a traceback.
+with `set_defaults(func=...)` returns the exit code. Known failures print one line per problem on stderr — never a
+traceback — and exit with elastic_slurm/exit_codes.py's code: 3 ConfigInvalid, 1 OperationFailed (AWS, a declined
+confirmation), 2 UserError (the command line). A reader that closes the pipe (`elastic-slurm validate F | head -1`)
+ends the command quietly with the shell's SIGPIPE status (141).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from cluster_config import ConfigInvalid
+from elastic_slurm import exit_codes
 from elastic_slurm.commands import (
     cache_cmd,
     cluster_cmd,
@@ -30,7 +34,7 @@ from elastic_slurm.commands import (
     status_cmd,
     synth_cmd,
 )
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 
 COMMAND_MODULES = [
     config_cmds,
@@ -63,14 +67,50 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (also used by the docs and tests)."""
     parser = _Parser(prog="elastic-slurm", description="Elastic, federated Slurm clusters on AWS.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details to stderr")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for module in COMMAND_MODULES:
         module.register(sub)
     return parser
 
 
+def version() -> str:
+    """This installation's version (its package metadata; a checkout without an install says so)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("elastic-slurm")
+    except PackageNotFoundError:
+        return "(not installed: a source checkout)"
+
+
+BROKEN_PIPE = 128 + 13  # what a shell reports for a process ended by SIGPIPE
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away: stop writing without a traceback (also at interpreter exit, when Python
+    flushes stdout once more), and exit as a SIGPIPE'd command does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture): nothing left to flush
+        pass
+    return BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns (and exits with) the command's exit code."""
+    try:
+        code = _run(argv)
+    except BrokenPipeError:
+        code = _quiet_broken_pipe()
+    if __name__ == "__main__" or argv is None:
+        sys.exit(code)
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr
@@ -80,14 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigInvalid as exc:
         for error in exc.errors:
             print(f"{exc.source}: {error}", file=sys.stderr)
-        code = 2
+        code = exit_codes.INVALID_CONFIG
+    except OperationFailed as exc:
+        print(f"elastic-slurm {args.command}: {exc}", file=sys.stderr)
+        code = exit_codes.FAILED
     except UserError as exc:
         print(f"elastic-slurm {args.command}: {exc}", file=sys.stderr)
-        code = 2
+        code = exit_codes.USAGE
     except KeyboardInterrupt:
-        code = 130
-    if __name__ == "__main__" or argv is None:
-        sys.exit(code)
+        code = exit_codes.INTERRUPTED
+    sys.stdout.flush()  # a closed pipe shows here, inside main's BrokenPipeError handler, not at interpreter exit
     return code
 
 

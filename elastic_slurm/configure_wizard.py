@@ -7,8 +7,9 @@ questions only when two pools were asked for). `build_config(answers)` turns the
 holds; the caller validates it with `cluster_config.parse`, exactly as `elastic-slurm validate` does.
 
 Single answers are checked with the rules the validator uses: the model's patterns (worded as the loader words them),
-the region and instance type lists of `cluster_config.aws_catalog`, and the node name and subnet address limits of
-`cluster_config.checks`.
+the region and instance type lists of `cluster_config.aws_catalog`, the node name and subnet address limits of
+`cluster_config.checks`, AZ letters and reserved names of `cluster_config.input_checks`, and the model's own CIDR rule
+(an address alone becomes its /32; IPv6 is refused). A pool of NVIDIA GPU types gets `gpu: {}`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_config import aws_catalog, model
+from cluster_config.address_space import address_space
 from cluster_config.checks import AWS_RESERVED_PER_SUBNET, MAX_NODE_NAME, architecture_of, node_name, region_of_az
+from cluster_config.input_checks import RESERVED_PARTITION_NAMES, az_problem
+from cluster_config.instance_checks import nvidia_family
 from cluster_config.loader import PATTERN_HINTS
+from cluster_config.safe_types import rule_cidr
 
 Answers = dict[str, Any]
 DEFAULT_REGION = "us-east-1"
@@ -108,6 +113,8 @@ def parse_azs(text: str, answers: Answers) -> list[str]:
         _pattern(az, model.AZ_PATTERN)
         if region_of_az(az) != answers["region"]:
             raise ValueError(f"availability zone '{az}' is not in region '{answers['region']}'")
+        if problem := az_problem(az):
+            raise ValueError(problem)
     _no_repeats(azs, "availability zone")
     return azs
 
@@ -129,12 +136,17 @@ def parse_instance_types(text: str, answers: Answers) -> list[str]:
     arches = sorted({architecture_of(t) for t in types})
     if len(arches) > 1:
         raise ValueError(f"instance types mix architectures ({', '.join(arches)}); one pool takes one")
+    if len({nvidia_family(t) for t in types}) > 1:
+        raise ValueError("instance types mix GPU and CPU types; one pool takes one kind (make two pools)")
     return types
 
 
 def parse_partition_name(text: str, _answers: Answers) -> str:
-    """A partition name the model accepts."""
-    return _pattern(text, model.NAME_PATTERN)
+    """A partition name the model accepts and Slurm does not reserve."""
+    _pattern(text, model.NAME_PATTERN)
+    if text in RESERVED_PARTITION_NAMES:
+        raise ValueError(f"'{text}' is reserved: {RESERVED_PARTITION_NAMES[text]}")
+    return text
 
 
 def parse_pool_count(text: str, _answers: Answers) -> int:
@@ -176,14 +188,11 @@ def _max_nodes(n: int) -> Callable[[str, Answers], int]:
 
 
 def parse_ssh_cidrs(text: str, _answers: Answers) -> list[str]:
-    """CIDRs allowed to SSH to the controller; none at all is fine (Session Manager needs no ingress)."""
-    cidrs = _split(text)
+    """CIDRs (IPv4 or IPv6) allowed to SSH to the controller, normalised as the model normalises them (an address
+    alone is its /32 or /128). None at all is fine (Session Manager needs no ingress)."""
+    cidrs = [rule_cidr(item) for item in _split(text)]
     for cidr in cidrs:
-        try:
-            network = ipaddress.ip_network(cidr)
-        except ValueError as exc:
-            raise ValueError(f"'{cidr}' is not a CIDR: {exc}") from None
-        if network.prefixlen == 0:
+        if ipaddress.ip_network(cidr).prefixlen == 0:
             raise ValueError(f"'{cidr}' opens SSH to the whole internet; list your own address ranges")
     _no_repeats(cidrs, "CIDR")
     return cidrs
@@ -263,10 +272,13 @@ def defaults() -> Answers:
 
 # ---------------------------------------------------------------- the config
 def _pool(n: int, answers: Answers) -> dict[str, Any]:
-    pool: dict[str, Any] = {"name": pool_name(n, answers), "instance_types": answers[f"pool{n}_instance_types"]}
+    types = answers[f"pool{n}_instance_types"]
+    pool: dict[str, Any] = {"name": pool_name(n, answers), "instance_types": types}
     if answers[f"pool{n}_purchase_option"] != "on_demand":
         pool["purchase_option"] = answers[f"pool{n}_purchase_option"]
     pool["max_nodes"] = answers[f"pool{n}_max_nodes"]
+    if nvidia_family(types[0]):  # the GPU image (driver, CUDA) and GPU scheduling
+        pool["gpu"] = {}
     return pool
 
 
@@ -283,4 +295,6 @@ def build_config(answers: Answers) -> dict[str, Any]:
     }
     if answers["ssh_cidrs"]:
         cluster["ssh_allowed_cidrs"] = answers["ssh_cidrs"]
+        if any(address_space(cidr) == "public" for cidr in answers["ssh_cidrs"]):
+            cluster["ssh_allow_public_cidrs"] = True  # typed in as the answer: the operator's explicit choice
     return {"clusters": [cluster], "accounting": {"mode": answers["accounting"]}}

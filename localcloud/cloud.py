@@ -9,6 +9,8 @@ The one Python API behind `elastic-slurm local up/down/status`, the demo and the
 
 `up` does what a deployment does, against the emulated AWS: create the network and launch templates, refresh the
 instance cache, render slurm.conf fragments + manifest with the production `render` code, then starts the daemons.
+A config with `controller.count: 2` boots two controller machines from the same user data (the backup with
+ES_CONTROLLER_INDEX=1), each with its own address and host name: docs/local-cloud.md, docs/operations.md (failover).
 """
 
 from __future__ import annotations
@@ -18,11 +20,9 @@ import logging
 import secrets
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,136 +33,43 @@ from cluster_config.model import Cluster
 from localcloud import conf
 from localcloud.aws import cloud_iam
 from localcloud.aws.aws_setup import create_infra, plan_networks
-from localcloud.aws.emulated_aws import DAEMON_PORTS_FROM, EmulatedAws, free_port
+from localcloud.aws.emulated_aws import EmulatedAws, free_port
 from localcloud.aws.iam import Credentials
+from localcloud.cloud_parts import (
+    BACKUP,
+    BACKUP_DAEMONS,
+    DAEMONS,
+    PRIMARY_ONLY,
+    UNIT_PID_FILES,
+    CloudInfo,
+    LocalCloudError,
+    Status,
+    node_count,
+    plugin_wrapper,
+    port_block,
+)
 from localcloud.image import slurm_root
 from localcloud.instances import boot_data, controller_boot, enter, machines
 from localcloud.instances.login_nodes import create_login_groups
 from localcloud.layout import DEFAULT_STATE_DIR, REPO_ROOT, Layout
 from localcloud.ops import LIVE, CloudOps, Instance, OpsError
 from localcloud.services import daemons, directory, procs, prometheus
+from slurm_plugin import primary
 from slurm_plugin.instance_cache import CacheError
+from slurm_plugin.powersave.state import plugin_state_dir
 from slurm_plugin.render import sssd
 from slurm_plugin.render.base import shared_mount as shared_mount_of
 from slurm_plugin.render.cluster import RenderError
 from stacks.naming import directory_parameter
 from stacks.user_data import directory_values, login_values, node_names_values, pool_values
 
+# the local cloud's API: LocalCloud, and what it says about itself (localcloud/cloud_parts.py)
+__all__ = ["DAEMONS", "CloudInfo", "LocalCloud", "LocalCloudError", "Status"]
 LOG = logging.getLogger(__name__)
 # the plugin programs slurmctld runs, and the protected-mode admin command: wrapped with the endpoint and manifest
 PLUGIN_PROGRAMS = ("slurm-resume", "slurm-suspend", "slurm-resume-fail", "slurm-pool-protection")
 PROLOG = REPO_ROOT / "assets" / "slurm" / "prolog-wait-for-boot.sh"
 CLOUDWATCH_SECONDS = 5  # the exporter's CloudWatch publish interval here (60 on EC2): runs last minutes
-
-# name -> (PID file name, marker its /proc/PID/cmdline must contain), in the order `down` stops them.
-DAEMONS: list[tuple[str, str]] = [
-    ("instance-runner", "localcloud.instances.instance_runner"),
-    ("license-sync-timer", "while sleep"),
-    ("longcheck-timer", "while sleep"),
-    ("config-sync-timer", "while sleep"),
-    ("prometheus", "prometheus"),
-    ("exporter", "slurm-exporter"),
-    ("webui", "slurm_plugin.webui"),
-    ("slurmrestd", "slurmrestd"),
-    ("bootwatch", "slurm_plugin.bootwatch"),
-    ("clustermgr", "slurm_plugin.manager"),
-    ("slurmctld", "slurmctld"),
-    ("slurmdbd", "slurmdbd"),
-    ("mariadbd", "mariadbd"),
-    ("slapd", "slapd"),
-    ("munged", "munged"),
-    ("sssd", "sssd"),
-    ("emulated-aws", "localcloud.aws.emulated_aws"),
-]
-# Started on the controller by its user data through the systemctl stand-in (PID files in run/units/): name -> unit
-UNIT_PID_FILES = {
-    "license-sync-timer": "slurm-license-sync.timer",
-    "longcheck-timer": "slurm-longcheck.timer",
-    "config-sync-timer": "slurm-config-sync.timer",
-    "clustermgr": "slurm-clustermgr.service",
-    "exporter": "slurm-exporter.service",
-    "webui": "slurm-webui.service",  # with clusters[].rest_api
-    "slurmrestd": "slurmrestd.service",
-    "bootwatch": "slurm-bootwatch.service",
-    "slurmctld": "slurmctld.service",
-    "slurmdbd": "slurmdbd.service",
-    "munged": "munge.service",
-    "sssd": "sssd.service",  # with clusters[].directory
-}
-
-
-class LocalCloudError(RuntimeError):
-    """The local cloud cannot be started or used (one line)."""
-
-
-@dataclass(frozen=True)
-class Status:
-    """A snapshot for `local status`."""
-
-    state_dir: str
-    daemons: dict[str, int | None]
-    nodes: dict[str, str]
-    instances: list[Instance]
-
-
-@dataclass(frozen=True)
-class CloudInfo:
-    """What `up` decided; saved as state/cloud.json."""
-
-    cluster: str
-    config_path: str
-    aws_endpoint_url: str
-    regions: list[str]
-    ports: dict[str, int]
-    resume_timeout: int
-    suspend_time: int
-    accounting: bool
-    slurm_root: str = ""
-    slurm_version: str = ""
-    shared_mount: str = "/shared"
-    compute_user_data: dict[str, str] = field(default_factory=dict)  # the values of the compute user data
-    pool_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each pool's launch template adds these
-    login_user_data: dict[str, dict[str, str]] = field(default_factory=dict)  # each login pool's template adds these
-    controller: str = ""  # the controller's host name (its EC2 name, ip-a-b-c-d)
-    directory: bool = False  # the config has clusters[].directory: slapd and the controller's sssd run
-    prometheus_url: str = (
-        ""  # the host's Prometheus scraping the controller's exporter (localcloud/services/prometheus.py)
-    )
-    rest_api: bool = False  # clusters[].rest_api: slurmrestd and the web page run (ports: restd, webui)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def _port_block(size: int) -> int:
-    """A base port such that base..base+size-1 are all free on 127.0.0.1."""
-    # below the kernel's ephemeral range (32768+ by default): an outgoing connection never takes a slurmd's port;
-    # and below free_port's range (the daemons' ports), so a daemon never takes one either
-    low = min(int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]), DAEMON_PORTS_FROM)
-    for _ in range(50):
-        base = 10000 + secrets.randbelow(max(1, low - 10000 - size))
-        try:
-            for port in range(base, base + size):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise LocalCloudError(f"no block of {size} free TCP ports found on 127.0.0.1")
-
-
-def _node_count(cluster: Cluster) -> int:
-    return sum(pool.max_nodes for part in cluster.partitions for pool in part.pools)
-
-
-def _wrapper(program: str, env: dict[str, str]) -> str:
-    """A ResumeProgram-style wrapper: export what an instance profile and the default manifest path give on EC2
-    (the emulated AWS endpoint and credentials, the manifest's path), then exec the image's program."""
-    exports = "\n".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
-    return (
-        f"#!/bin/sh\n# {program} for the local cloud (written by `elastic-slurm local up`).\n{exports}\n"
-        f'exec {slurm_root.BIN_IN_ROOT}/{program} "$@"\n'
-    )
 
 
 class LocalCloud(CloudOps):
@@ -181,10 +88,21 @@ class LocalCloud(CloudOps):
                 f"no local cloud in {self.layout.root} (run `elastic-slurm local up` first)"
             ) from None
 
+    def controller_count(self) -> int:
+        """How many controllers this cloud booted (1 when it cannot tell)."""
+        try:
+            return max(1, len(self.info().controller_hosts))
+        except LocalCloudError:
+            return 1
+
+    def daemon_list(self) -> list[tuple[str, str]]:
+        """(PID file name, marker) of every daemon of this cloud: the backup controller's too when it has one."""
+        return [*DAEMONS, *(BACKUP_DAEMONS if self.controller_count() > 1 else [])]
+
     def running_daemons(self) -> dict[str, int | None]:
         """Each daemon's PID if it is alive and ours, else None."""
         result: dict[str, int | None] = {}
-        for name, marker in DAEMONS:
+        for name, marker in self.daemon_list():
             pid = procs.read_pid(self.layout.pid_file(name))
             result[name] = pid if pid is not None and procs.is_ours(pid, marker) else None
         return result
@@ -199,7 +117,8 @@ class LocalCloud(CloudOps):
             optional |= {"slapd", "sssd"}
         if not self.info().rest_api:
             optional |= {"webui", "slurmrestd"}
-        return {name for name, _ in DAEMONS} - optional
+        optional |= {f"{name}@{BACKUP}" for name in optional | PRIMARY_ONLY}
+        return {name for name, _ in self.daemon_list()} - optional
 
     def is_up(self) -> bool:
         """True when any daemon of this state dir is alive."""
@@ -213,16 +132,27 @@ class LocalCloud(CloudOps):
         """The Slurm root file system this cloud runs from."""
         return Path(self.info().slurm_root)
 
-    def controller(self) -> enter.View:
-        """The controller machine's view of the root."""
+    def controller(self, index: int = 0) -> enter.View:
+        """Controller `index`'s machine view of the root (0: the primary, 1: the backup)."""
         info = self.info()
-        return machines.controller_view(self.layout, Path(info.slurm_root), info.shared_mount, info.controller or None)
+        hosts = info.controller_hosts or [info.controller]
+        if not 0 <= index < len(hosts):
+            raise LocalCloudError(f"controller {index}: this cloud has {len(hosts)} controller(s)")
+        return machines.controller_view(
+            self.layout, Path(info.slurm_root), info.shared_mount, hosts[index] or None, index
+        )
 
     def on_controller(
-        self, argv: list[str], user: str = "root", env: dict[str, str] | None = None, timeout: float = 120
+        self,
+        argv: list[str],
+        user: str = "root",
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        index: int = 0,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command on the controller machine as `user` (e.g. the cluster manager as `slurm`, as its unit does)."""
-        view = self.controller()
+        """Run a command on controller `index`'s machine as `user` (e.g. the cluster manager as `slurm`, as its unit
+        does)."""
+        view = self.controller(index)
         account = enter.user(view.root, user)
         full_env = enter.user_env(account, {daemons.CLOUD_MARKER: str(self.layout.root), **(env or {})})
         return subprocess.run(
@@ -232,6 +162,14 @@ class LocalCloud(CloudOps):
             text=True,
             timeout=timeout,
         )
+
+    def start_unit(self, index: int, unit: str) -> None:
+        """`systemctl start UNIT` on controller `index` with its env file, as an operator (or systemd's restart)
+        brings a crashed daemon back (e.g. the primary's slurmctld: it takes control back from the backup)."""
+        script = f"set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start {shlex.quote(unit)}"
+        done = self.on_controller(["/bin/bash", "-c", script], index=index)
+        if done.returncode != 0:
+            raise LocalCloudError(f"controller {index}: systemctl start {unit}: {done.stderr.strip()}")
 
     def instance_view(self, instance_id: str) -> enter.View:
         """An instance's view of the root (what its processes see)."""
@@ -282,6 +220,11 @@ class LocalCloud(CloudOps):
         """
         config = load(config_path)
         cluster = self._pick_cluster(config, cluster_name)
+        if cluster.controller.count > 1 and (cluster.rest_api.enabled or shared_with is not None):
+            raise LocalCloudError(
+                f"controller.count: cluster {cluster.name} has {cluster.controller.count} controllers; the local cloud"
+                " runs two controllers without clusters[].rest_api and outside a federation only"
+            )
         if self.is_up():
             raise LocalCloudError(
                 f"a local cloud is already running in {self.layout.root} (`elastic-slurm local down`)"
@@ -343,8 +286,8 @@ class LocalCloud(CloudOps):
     ) -> CloudInfo:
         layout = self.layout
         base = shared.info().ports if shared is not None else {}
-        nodes = _node_count(cluster)
-        block = _port_block(nodes + 1)  # a slurmd port per node, then SlurmdPort (login nodes' sackd listen there)
+        nodes = node_count(cluster)
+        block = port_block(nodes + 1)  # a slurmd port per node, then SlurmdPort (login nodes' sackd listen there)
         ports = conf.Ports(
             aws=base.get("aws") or free_port(),
             mysql=base.get("mysql") or free_port(),
@@ -378,6 +321,7 @@ class LocalCloud(CloudOps):
         hosts = controller_boot.launch_controllers(ec2(cluster.region), cluster, infra)
         create_login_groups(cluster, factory, infra)  # moto's Auto Scaling launches them; the runner boots them
         shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
+        state_dir = self._plugin_state(cluster.name, len(hosts), shared_mount)
         boot = boot_data.publish(
             factory,
             cluster.name,
@@ -403,7 +347,11 @@ class LocalCloud(CloudOps):
         # from here on every request is signed by a principal holding what its role holds
         admin = shared.principals().admin if shared is not None else None
         principals = cloud_iam.install(aws, layout, cluster, infra, admin, self._iam_without)
-        values = {**boot.values, **controller_values, **self._machine_values(aws.url, ports, principals.controller)}
+        values = {
+            **boot.values,
+            **controller_values,
+            **self._machine_values(aws.url, ports, principals.controller, state_dir, len(hosts)),
+        }
         self._write_wrappers(aws.url, principals.controller)
         info = CloudInfo(
             cluster=cluster.name,
@@ -425,6 +373,7 @@ class LocalCloud(CloudOps):
             },
             login_user_data={pool.name: login_values(pool) for pool in cluster.login_nodes},
             controller=hosts[0].hostname,
+            controller_hosts=[host.hostname for host in hosts],
             directory=cluster.directory is not None,
             prometheus_url=f"http://127.0.0.1:{ports.prometheus}",
             rest_api=cluster.rest_api.enabled,
@@ -432,15 +381,20 @@ class LocalCloud(CloudOps):
         layout.cloud_json.write_text(json.dumps(info.to_json(), indent=2) + "\n")
         view = machines.controller_view(layout, self._root, shared_mount, hosts[0].hostname)
         machines.write_client_wrappers(layout, view)
-        (layout.run / "units").mkdir(exist_ok=True)
-        for name, unit in UNIT_PID_FILES.items():
-            layout.pid_file(name).symlink_to(layout.run / "units" / f"{unit}.pid")
-        LOG.info("booting controller %s from its user data (Slurm %s)", hosts[0].hostname, info.slurm_version)
+        for index in range(len(hosts)):
+            units = self._unit_dir(index)
+            units.mkdir(exist_ok=True)
+            for name, unit in UNIT_PID_FILES.items():
+                layout.pid_file(name if index == 0 else f"{name}@{index}").symlink_to(units / f"{unit}.pid")
         try:
-            # the instance id IMDS would give the user data (elastic-slurm-wait-predecessor looks itself up by it)
-            marker = {daemons.CLOUD_MARKER: str(layout.root), "ELASTIC_SLURM_INSTANCE_ID": hosts[0].instance_id}
-            signal_url = controller_boot.wait_condition_url(aws.url)
-            controller_boot.boot(layout, view, values, marker, signal_url)
+            for index, host in enumerate(hosts):
+                LOG.info("booting controller %s from its user data (Slurm %s)", host.hostname, info.slurm_version)
+                machine = view if index == 0 else self.controller(index)
+                # the instance id IMDS would give the user data (elastic-slurm-wait-predecessor looks itself up by it)
+                marker = {daemons.CLOUD_MARKER: str(layout.root), "ELASTIC_SLURM_INSTANCE_ID": host.instance_id}
+                signal_url = controller_boot.wait_condition_url(aws.url)
+                own = self._controller_values(index, host.private_ip, ports)
+                controller_boot.boot(layout, machine, {**values, **own}, marker, signal_url, index)
             if shared is None and accounting:
                 daemons.add_job_user(view, cluster.name)
             prometheus.start(layout, ports.prometheus, f"127.0.0.1:{ports.exporter}")
@@ -475,19 +429,46 @@ class LocalCloud(CloudOps):
         )
         return directory_values(cluster)
 
-    def _machine_values(self, aws_url: str, ports: conf.Ports, role: Credentials) -> dict[str, str]:
+    def _plugin_state(self, cluster: str, controllers: int, shared_mount: str) -> str:
+        """The plugin's state directory as the controllers see it. One controller: state/plugin. Two: where the
+        production render puts it (slurm_plugin/powersave/state.py: on the shared file system), and state/plugin
+        becomes a link to it, so the host's tools find it where they always do."""
+        if controllers < 2:
+            return str(self.layout.plugin_state)
+        inside = plugin_state_dir(cluster, controllers, shared_mount)
+        on_host = self.layout.shared / Path(inside).relative_to(shared_mount)
+        on_host.mkdir(parents=True, exist_ok=True)
+        self.layout.plugin_state.rmdir()  # made empty by Layout.create
+        self.layout.plugin_state.symlink_to(on_host)
+        return inside
+
+    def _unit_dir(self, index: int) -> Path:
+        """Where the systemctl stand-in of controller `index` keeps its PID files and unit logs."""
+        return self.layout.run / ("units" if index == 0 else f"units-{index}")
+
+    def _controller_values(self, index: int, address: str, ports: conf.Ports) -> dict[str, str]:
+        """What differs between the two controllers' env files: the index (the backup: 1), the stand-in's PID
+        directory, and the exporter's address (each controller's own address, the same port: two machines)."""
+        listen = f"127.0.0.1:{ports.exporter}" if index == 0 else f"{address}:{ports.exporter}"
+        return {"ES_CONTROLLER_INDEX": str(index), "ES_LOCAL_UNIT_DIR": str(self._unit_dir(index)),
+                "ES_EXPORTER_LISTEN": listen}  # fmt: skip
+
+    def _machine_values(
+        self, aws_url: str, ports: conf.Ports, role: Credentials, state_dir: str, controllers: int
+    ) -> dict[str, str]:
         """What this machine adds to the controller's env file: the emulated endpoint and credentials (the instance
         profile on EC2), the render overrides (ports, paths under the state dir, timers) and where the systemctl
         stand-in keeps its PID files; plus the marker every process of this cloud carries."""
         layout = self.layout
         overrides = layout.state / "render-overrides.json"
-        overrides.write_text(json.dumps(conf.render_overrides(layout, ports), indent=2))
+        rendered = conf.render_overrides(layout, ports, state_dir=state_dir, controllers=controllers)
+        overrides.write_text(json.dumps(rendered, indent=2))
         return {
             "AWS_ENDPOINT_URL": aws_url,
             **role.env(),
             "ES_RENDER_OVERRIDES": str(overrides),
             "ES_LOCAL_UNIT_DIR": str(layout.run / "units"),
-            "ES_STATE_DIR": str(layout.plugin_state),
+            "ES_STATE_DIR": state_dir,
             "ES_EXPORTER_LISTEN": f"127.0.0.1:{ports.exporter}",
             "ES_CLOUDWATCH_INTERVAL": str(CLOUDWATCH_SECONDS),
             "ES_LOG_DIR": str(layout.log),
@@ -508,7 +489,7 @@ class LocalCloud(CloudOps):
         }
         for program in PLUGIN_PROGRAMS:
             path = self.layout.bin / program
-            path.write_text(_wrapper(program, env))
+            path.write_text(plugin_wrapper(program, env))
             path.chmod(0o755)
 
     # ------------------------------------------------------------------ down
@@ -516,21 +497,25 @@ class LocalCloud(CloudOps):
         """Stop every process of this local cloud (checked by PID and command line); returns what was stopped."""
         from localcloud.teardown import stop_everything
 
-        return stop_everything(self.layout, DAEMONS)
+        # the backup's daemons first: a primary stopped before it would hand the cluster over to it
+        return stop_everything(self.layout, [DAEMONS[0], *BACKUP_DAEMONS, *DAEMONS[1:]])
 
     def status(self) -> Status:
         """Daemons (PID or None), Slurm nodes and live instances; nodes/instances empty when unreachable."""
         daemons_alive = self.running_daemons()
         nodes: dict[str, str] = {}
         instances: list[Instance] = []
-        if daemons_alive.get("slurmctld"):
+        controllers: dict[str, str] = {}
+        if daemons_alive.get("slurmctld") or daemons_alive.get(f"slurmctld@{BACKUP}"):
             nodes = self.nodes()
+            ping = self.slurm("scontrol", "ping", check=False)
+            controllers = dict(primary.describe(primary.parse_ping(ping), "-"))
         if daemons_alive.get("emulated-aws"):
             try:
                 instances = self.instances(LIVE)
             except Exception as exc:  # the emulated AWS may be injecting faults
                 raise OpsError(f"emulated AWS: {exc}") from None
-        return Status(str(self.layout.root), daemons_alive, nodes, instances)
+        return Status(str(self.layout.root), daemons_alive, nodes, instances, controllers)
 
     # ------------------------------------------------------------------ knobs
     def fail_next_boots(self, count: int) -> None:

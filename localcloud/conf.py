@@ -17,6 +17,28 @@ from localcloud.layout import Layout
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
 CRED_EXPIRE = 20
+# Two controllers (controller.count: 2): the backup takes over after SlurmctldTimeout without an answer from the
+# primary (Slurm's default 120 s; short here so a failover test takes seconds). Each slurmctld binds its own address
+# (NoCtldInAddrAny: the address its host name resolves to, in its machine's /etc/hosts): all machines here share one
+# network namespace, and two slurmctld bound to every address would want the same SlurmctldPort.
+SLURMCTLD_TIMEOUT = 10
+FAILOVER_TIMERS = (("SlurmctldTimeout", str(SLURMCTLD_TIMEOUT)), ("CommunicationParameters", "NoCtldInAddrAny"))
+
+
+@dataclass(frozen=True)
+class DbTls:
+    """The local MariaDB's TLS files (localcloud/services/db_tls.py makes them at `local up`)."""
+
+    directory: str
+    ca: str  # slurmdbd's StorageParameters=SSL_CA (the RDS bundle on EC2)
+    cert: str
+    key: str
+
+
+def db_tls(layout: Layout) -> DbTls:
+    """Where the local MariaDB's CA, certificate and key live (under the state dir's mysql/)."""
+    base = layout.mysql / "tls"
+    return DbTls(str(base), str(base / "ca.pem"), str(base / "server.pem"), str(base / "server-key.pem"))
 
 
 @dataclass(frozen=True)
@@ -35,9 +57,13 @@ class Ports:
     webui: int = 0  # the REST API's web page (rest_api.web_port on EC2, every address there)
 
 
-def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
+def render_overrides(
+    layout: Layout, ports: Ports, state_dir: str | None = None, controllers: int = 1
+) -> dict[str, dict[str, Any]]:
     """What the controller's `elastic-slurm render` and `render-slurmdbd` change for this machine
-    ($ES_RENDER_OVERRIDES, slurm_plugin/render/overrides.py); every key is listed in docs/local-cloud.md."""
+    ($ES_RENDER_OVERRIDES, slurm_plugin/render/overrides.py); every key is listed in docs/local-cloud.md.
+    `state_dir`: the plugin's state directory as the controllers see it (default: state/plugin); with two
+    `controllers`, the failover timers (FAILOVER_TIMERS)."""
     bin_dir = layout.bin
     return {
         "options": {
@@ -46,7 +72,7 @@ def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
             "resume_program": str(bin_dir / "slurm-resume"),
             "suspend_program": str(bin_dir / "slurm-suspend"),
             "resume_fail_program": str(bin_dir / "slurm-resume-fail"),
-            "state_dir": str(layout.plugin_state),
+            "state_dir": state_dir or str(layout.plugin_state),
             "log_file": str(layout.log_file("plugin")),
             "prolog_log": str(layout.log_file("prolog")),
             "slurmd_port_base": ports.slurmd_base,  # one slurmd port per node: they share one address family
@@ -70,9 +96,11 @@ def render_overrides(layout: Layout, ports: Ports) -> dict[str, dict[str, Any]]:
                 ["KillWait", "5"],
                 # also how long a requeued job waits before it may start again (default 120 s)
                 ["AuthInfo", f"cred_expire={CRED_EXPIRE}"],
+                *([key, value] for key, value in (FAILOVER_TIMERS if controllers > 1 else ())),
             ],
         },
-        "dbd": {"port": ports.slurmdbd, "log_file": str(layout.log_file("slurmdbd"))},
+        # the local MariaDB's CA instead of the RDS bundle: slurmdbd connects over TLS as on EC2
+        "dbd": {"port": ports.slurmdbd, "log_file": str(layout.log_file("slurmdbd")), "ssl_ca": db_tls(layout).ca},
     }
 
 
@@ -106,6 +134,7 @@ def slurmdbd_conf(layout: Layout, ports: Ports, db_password: str) -> str:
             f"StorageUser={DB_USER}",
             f"StoragePass={db_password}",
             f"StorageLoc={DB_NAME}",
+            f"StorageParameters=SSL_CA={db_tls(layout).ca}",
             "",
         ]
     )
@@ -126,6 +155,12 @@ def my_cnf(layout: Layout, ports: Ports) -> str:
             "skip-log-bin",
             "innodb_buffer_pool_size=64M",
             "innodb_lock_wait_timeout=900",
+            # TLS required on TCP, as the accounting stack's parameter group has it on RDS (the socket the setup
+            # client uses counts as secure); the certificate names 127.0.0.1, where slurmdbd connects
+            "require_secure_transport=ON",
+            f"ssl-ca={db_tls(layout).ca}",
+            f"ssl-cert={db_tls(layout).cert}",
+            f"ssl-key={db_tls(layout).key}",
             "[client]",
             f"socket={data / 'mysqld.sock'}",
             "",

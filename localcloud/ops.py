@@ -6,7 +6,9 @@ what they assert is what a user would see with sbatch/squeue/sacct/sinfo and the
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +20,7 @@ from localcloud.aws.emulated_aws import EmulatedAws
 from localcloud.aws.faults import Faults
 from localcloud.instances import enter
 from localcloud.layout import Layout
+from localcloud.services import procs
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 
 LIVE = ("pending", "running")
@@ -32,6 +35,10 @@ TERMINAL_JOB_STATES = {
     "DEADLINE",
     "PREEMPTED",
 }
+
+
+# the command lines of the plugin's workers on a controller (slurmctld's programs, their background workers, spares)
+WORKER_MARKERS = ("slurm-resume", "slurm-suspend", "prolog-wait-for-boot")
 
 
 class OpsError(RuntimeError):
@@ -84,6 +91,36 @@ class CloudOps:
 
     def root(self) -> Path:  # pragma: no cover - provided by LocalCloud
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ controllers
+    def controller_roles(self) -> dict[str, str]:
+        """`scontrol ping` as host -> "acting", "standby" or "down" (slurm_plugin/primary.py decides the same way)."""
+        from slurm_plugin import primary
+
+        return dict(primary.describe(primary.parse_ping(self.slurm("scontrol", "ping", check=False)), "-"))
+
+    def crash_controller(self, index: int) -> list[int]:
+        """Crash controller `index` (0: the primary, 1: the backup) as a failing host would: SIGKILL its slurmctld and
+        the plugin workers of its machine (resume/suspend/resume-fail workers, spare workers, prologs: the processes
+        of its slurmctld's UTS namespace, i.e. its machine, with such a command line), by PID. Its munged, manager,
+        boot watch and exporter keep running. Returns the PIDs killed (OpsError when its slurmctld is not running)."""
+        pid = procs.read_pid(self.layout.pid_file("slurmctld" if index == 0 else f"slurmctld@{index}"))
+        if pid is None or not procs.is_ours(pid, "slurmctld"):
+            raise OpsError(f"controller {index}: slurmctld is not running")
+        machine = os.readlink(f"/proc/{pid}/ns/uts")
+        victims = [pid]
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (pid, os.getpid()):
+                continue
+            if not any(marker in procs.cmdline(int(entry)) for marker in WORKER_MARKERS):
+                continue
+            try:
+                if os.readlink(f"/proc/{entry}/ns/uts") == machine:
+                    victims.append(int(entry))
+            except OSError:
+                continue  # gone meanwhile
+        procs.kill_all(victims, signal.SIGKILL)
+        return victims
 
     # ------------------------------------------------------------------ Slurm
     def slurm(self, *args: str, check: bool = True, timeout: float = 30, user: str | None = None) -> str:

@@ -2,8 +2,9 @@
 
 Aurora MySQL Serverless v2 (a long-term-support release, AURORA_MYSQL_LTS) or a single-AZ RDS MariaDB instance,
 encrypted, deletion protection on unless the config turns it off, credentials generated into Secrets Manager, removal
-policy SNAPSHOT. slurmdbd runs on the host
-cluster's controller; only the cluster members' security group may reach the database port.
+policy SNAPSHOT, a parameter group with SchedMD's server settings that refuses connections without TLS
+(`DB_PARAMETERS`). slurmdbd runs on the host cluster's controller 0; only the controllers' security group may reach
+the database port (compute and login nodes, where job users run, may not).
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ DB_USER = "slurm"
 AURORA_MYSQL_LTS = rds.AuroraMysqlEngineVersion.VER_3_10_4
 
 
+# The server settings SchedMD's accounting page asks slurmdbd's database for (doc/html/accounting.shtml of 26.05):
+# innodb_lock_wait_timeout 900 s (long purge and upgrade queries), max_allowed_packet at least 16M (64M: Aurora MySQL
+# 3's own default, and more than Slurm's max_script_size of 4M for stored batch scripts). innodb_buffer_pool_size is
+# left to RDS's formula, {DBInstanceClassMemory*3/4} of the instance (Aurora Serverless v2 resizes it with the ACUs):
+# SchedMD asks for 5-50 % of the server's memory, which 3/4 of a database-only server exceeds.
+# require_secure_transport: the server refuses a connection without TLS (slurmdbd connects with TLS and checks the
+# certificate against the RDS CA bundle, slurm_plugin/render/dbd.py).
+DB_PARAMETERS = {
+    "innodb_lock_wait_timeout": "900",
+    "max_allowed_packet": str(64 * 1024 * 1024),
+    "require_secure_transport": "ON",
+}
+
+
 class AccountingStack(cdk.Stack):
     """The shared Slurm accounting database."""
 
@@ -45,7 +60,7 @@ class AccountingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.security_group = ec2.SecurityGroup(self, "Database", vpc=vpc, description="Slurm accounting database")
-        self.security_group.add_ingress_rule(clients, ec2.Port.tcp(DB_PORT), "MySQL from slurmdbd (cluster members)")
+        self.security_group.add_ingress_rule(clients, ec2.Port.tcp(DB_PORT), "MySQL from slurmdbd (controllers only)")
         placement = ec2.SubnetSelection(subnets=subnets)
         common: dict[str, Any] = {
             "vpc": vpc,
@@ -59,10 +74,18 @@ class AccountingStack(cdk.Stack):
             "port": DB_PORT,
         }
         if accounting.engine == "aurora_serverless_v2":
+            engine = rds.DatabaseClusterEngine.aurora_mysql(version=AURORA_MYSQL_LTS)
             cluster = rds.DatabaseCluster(
                 self,
                 "Aurora",
-                engine=rds.DatabaseClusterEngine.aurora_mysql(version=AURORA_MYSQL_LTS),
+                engine=engine,
+                parameter_group=rds.ParameterGroup(
+                    self,
+                    "AuroraParameters",
+                    engine=engine,
+                    parameters=DB_PARAMETERS,
+                    description="Slurm accounting: SchedMD's server settings, TLS only",
+                ),
                 # on an LTS release AWS recommends turning automatic minor version upgrades off, so the cluster stays
                 # on it; AWS still applies critical patches of the release (AURORA_MYSQL_LTS)
                 writer=rds.ClusterInstance.serverless_v2("Writer", auto_minor_version_upgrade=False),
@@ -75,10 +98,18 @@ class AccountingStack(cdk.Stack):
             self.endpoint = cluster.cluster_endpoint.socket_address
             self.secret: secretsmanager.ISecret | None = cluster.secret
         else:
+            mariadb = rds.DatabaseInstanceEngine.maria_db(version=rds.MariaDbEngineVersion.VER_10_11_15)
             instance = rds.DatabaseInstance(
                 self,
                 "MariaDb",
-                engine=rds.DatabaseInstanceEngine.maria_db(version=rds.MariaDbEngineVersion.VER_10_11_15),
+                engine=mariadb,
+                parameter_group=rds.ParameterGroup(
+                    self,
+                    "MariaDbParameters",
+                    engine=mariadb,
+                    parameters=DB_PARAMETERS,
+                    description="Slurm accounting: SchedMD's server settings, TLS only",
+                ),
                 instance_type=ec2.InstanceType(accounting.instance_class),
                 allocated_storage=20,
                 storage_type=rds.StorageType.GP3,

@@ -110,6 +110,7 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         cluster=cluster,
         peer_cidrs=remote_cidrs + federation_cidrs,
         onprem=onprem_ingress(config, name, host_cluster(config)),
+        runs_slurmdbd=config.accounting.mode != "none" and name == host_cluster(config),
         env=env,
         cross_region_references=crossing,
         description=f"Slurm cluster {name}: VPC and SGs",
@@ -133,12 +134,13 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         # Image Builder writes the region's AMI parameter during the images stack's deploy
         region_stack.add_stack_dependency(images, "launch templates resolve the AMI parameter Image Builder writes")
     accounting = None
-    if config.accounting.mode == "create" and name == host_cluster(config):
+    is_host = name == host_cluster(config)
+    if config.accounting.mode == "create" and is_host:
         accounting = AccountingStack(
             app,
             stack_name(name, "accounting"),
             accounting=config.accounting,
-            clients=network.security_groups.nodes,
+            clients=network.security_groups.controllers,
             description="Slurm accounting database (shared by every cluster of the config)",
             **common,
         )
@@ -152,9 +154,12 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         mounts_parameter=storage.mounts_parameter,
         file_system_arns=storage.file_system_arns,
         mount_points=mount_points,
+        # only the accounting host's controller runs slurmdbd: another cluster of the file gets neither the database
+        # secret nor its endpoint, so its role cannot read the secret (issue 30 #3); its slurm.conf names the host's
+        # slurmdbd (elastic-slurm-controller-hosts)
         database_secret=accounting.secret if accounting else None,
-        database_endpoint=accounting.endpoint if accounting else config.accounting.endpoint,
-        existing_database_secret_arn=config.accounting.secret_arn,
+        database_endpoint=(accounting.endpoint if accounting else config.accounting.endpoint) if is_host else None,
+        existing_database_secret_arn=config.accounting.secret_arn if is_host else None,
         remote_regions=[region for _, region in remote],
         munge_owner=owner,
         munge_replica_regions=replica_regions,

@@ -53,6 +53,7 @@ from stacks.naming import (
 )
 from stacks.network import ClusterSecurityGroups
 from stacks.node_policies import (
+    LOG_FILES_BY_ROLE,
     ControllerResources,
     controller_statements,
     custom_action_objects,
@@ -65,6 +66,10 @@ from stacks.user_data import actions_values, directory_values, node_names_values
 # How long stack creation waits for the controllers' healthy signal: the boot waits up to 10 min for a peer
 # controller's instance, 10-15 min for slurmdbd, 5 min for slurmctld (stacks/user_data.py).
 BOOT_TIMEOUT_S = 2400
+
+
+# the kind of host each node role is for (LOG_FILES_BY_ROLE: the log streams it writes)
+_ROLE_KIND = {"ControllerRole": "controller", "ComputeRole": "compute", "LoginRole": "login"}
 
 
 class ClusterStack(cdk.Stack):
@@ -281,6 +286,7 @@ class ClusterStack(cdk.Stack):
             file_system_arns,
             action_objects=actions,
             directory=self.cluster.directory,
+            log_files=LOG_FILES_BY_ROLE[_ROLE_KIND[construct_id]],  # each role writes only its own log streams
         )
         for statement in to_cdk(statements):
             role.add_to_policy(statement)
@@ -300,7 +306,7 @@ class ClusterStack(cdk.Stack):
             partition=partition.name,
             pool=pool,
             profile=self.compute_profile,
-            security_group=self._sg.nodes,
+            security_group=self._sg.compute,
             boot_env=self._env,
             placement_group=placement_group,
             base_os=self.cluster.images.base_os,
@@ -326,7 +332,9 @@ class ClusterStack(cdk.Stack):
             "ES_EVENTS_QUEUE": self.monitoring.queue.queue_url,
             "ES_ALERTS_TOPIC": self.monitoring.topic.topic_arn,
             # the metrics exporter (assets/systemd/slurm-exporter.service, docs/observability.md)
-            "ES_EXPORTER_LISTEN": f"0.0.0.0:{EXPORTER_PORT}",
+            "ES_EXPORTER_LISTEN": f"0.0.0.0:{EXPORTER_PORT}",  # admitted from the monitoring group only
+            # series by user and account only when the config asks (slurm_plugin/exporter/main.py)
+            "ES_EXPORTER_PER_USER_SERIES": "1" if self.cluster.controller.exporter_per_user_series else "0",
             "ES_CLOUDWATCH_INTERVAL": "60",
         }
         if database_secret is not None and database_endpoint is not None:
@@ -338,7 +346,7 @@ class ClusterStack(cdk.Stack):
             machine_image=ec2.MachineImage.resolve_ssm_parameter_at_launch(ami_parameter(self.cluster.name, flavor)),
             instance_type=ec2.InstanceType(self.cluster.controller.instance_type),
             instance_profile=self.controller_profile,
-            security_group=self._sg.nodes,
+            security_group=self._sg.controllers,
             http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
             http_endpoint=True,
             http_put_response_hop_limit=1,
@@ -384,7 +392,7 @@ class ClusterStack(cdk.Stack):
                 vpc=self._vpc,
                 subnets=list(self._subnets.values()),
                 profile=profile,
-                security_groups=[self._sg.nodes, self._sg.ssh],
+                security_groups=[self._sg.login, self._sg.ssh],
                 boot_env={**self._env, "ES_CONTROLLER_INSTANCES": ",".join(c.ref for c in self.controllers)},
                 after=self.controllers_ready,
             )

@@ -44,6 +44,27 @@ def ec2_event_patterns() -> dict[str, events.EventPattern]:
     }
 
 
+# What CloudWatch needs of the alert topic's key to publish an alarm's notification to the encrypted topic
+# (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services).
+ALARMS_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
+
+
+def alarms_use_key_statement(stack: cdk.Stack) -> iam.PolicyStatement:
+    """The key policy statement letting CloudWatch use the alert key for this account's alarms of the stack's region
+    only (`aws:SourceAccount`, `aws:SourceArn`): without them any account's alarm naming the topic could use the key
+    (the confused-deputy problem, https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)."""
+    return iam.PolicyStatement(
+        sid="CloudWatchAlarmsOfThisAccount",
+        principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+        actions=ALARMS_KEY_ACTIONS,
+        resources=["*"],  # in a key policy: this key
+        conditions={
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+        },
+    )
+
+
 class ClusterMonitoring(Construct):
     """Queue, rules, topic, alarms and dashboard."""
 
@@ -94,7 +115,7 @@ class ClusterMonitoring(Construct):
             targets=[targets.SqsQueue(self.queue)],
         )
         key = kms.Key(self, "AlertsKey", enable_key_rotation=True, description=f"{cluster}: operator alert topic")
-        key.grant_encrypt_decrypt(iam.ServicePrincipal("cloudwatch.amazonaws.com"))
+        key.add_to_resource_policy(alarms_use_key_statement(cdk.Stack.of(self)))
         self.alerts_key = key
         self.topic = sns.Topic(self, "Alerts", display_name=f"Slurm cluster {cluster} alerts", master_key=key)
         self.topic.add_to_resource_policy(

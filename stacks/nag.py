@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 
+from stacks.node_policies import SHIPPED_LOG_FILES
+
 SSM_CORE = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]"
 EC2 = "arn:{partition}:ec2:{region}:{account}"
 ASSET_READ = (
@@ -17,6 +19,17 @@ ASSET_READ = (
     "AwsSolutions-IAM5[Action::s3:List*]",
     "AwsSolutions-IAM5[Resource::arn:{partition}:s3:::cdk-hnb659fds-assets-{account}-{region}/*]",
 )
+
+# what tests/security/test_host_iam_scoping.py proves with the IAM evaluator on the synthesized node policies
+LOG_STREAMS = [
+    (
+        f"AwsSolutions-IAM5[Resource::arn:{{partition}}:logs:{{home}}:{{account}}:log-group:/elastic-slurm/{{cluster}}"
+        f":log-stream:*/{name}]",
+        f"Streams `<instance id>/{name}` of the cluster's own log group (the CloudWatch agent names them after the "
+        "instance, unknown until launch); no other group, no other stream name (stacks/node_policies.py).",
+    )
+    for name in SHIPPED_LOG_FILES
+]
 
 ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
     "storage": [
@@ -130,10 +143,7 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "AwsSolutions-IAM5[Resource::<DeconfigureLogs80DFE4CE.Arn>:*]",
             "Log streams of the deconfigure Lambda's own log group.",
         ),
-        (
-            "AwsSolutions-IAM5[Resource::arn:{partition}:logs:{home}:{account}:log-group:/elastic-slurm/{cluster}:*]",
-            "Log streams of the cluster's own log group (stacks/node_policies.py).",
-        ),
+        *LOG_STREAMS,
     ],
     "region": [
         (
@@ -149,10 +159,7 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
             "AwsSolutions-IAM5[Resource::arn:{partition}:ssm:{home}:{account}:parameter/elastic-slurm/{cluster}/*]",
             "Read-only access to this cluster's own parameter path.",
         ),
-        (
-            "AwsSolutions-IAM5[Resource::arn:{partition}:logs:{home}:{account}:log-group:/elastic-slurm/{cluster}:*]",
-            "Log streams of the cluster's own log group.",
-        ),
+        *LOG_STREAMS,
     ],
     "accounting": [
         (

@@ -8,10 +8,13 @@ its controller and instances run as (localcloud/aws/iam.py): what the tests enfo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from cluster_config.model import Cluster, Directory
 from slurm_plugin.exporter.cloudwatch import NAMESPACE as METRICS_NAMESPACE
+from slurm_plugin.log_shipping import SHIPPED_LOGS
 from stacks.iam_policies import ArnScope, Statement, statement
 from stacks.naming import log_group_name, munge_secret_name
 
@@ -19,6 +22,39 @@ from stacks.naming import log_group_name, munge_secret_name
 # ClientWrite = write, ClientRootAccess = act as root; resource type file-system)
 EFS_MOUNT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
 EFS_ROOT_ACTION = "elasticfilesystem:ClientRootAccess"
+
+
+# The shipped log files (slurm_plugin/log_shipping.py) each role writes: its CloudWatch agent ships them to streams
+# `<instance id>/<file name>`, and the role may create and write only streams ending in those names (issue 30: a
+# compute node could write any stream of the group, e.g. forge a controller's slurmctld.log). No policy variable holds
+# the bare instance id (`aws:userid` is `ROLEID:i-...`, and `:` is not allowed in a stream name), so a compute node can
+# still write another compute node's slurmd.log stream; it cannot write a controller's.
+LOG_FILES_BY_ROLE: dict[str, tuple[str, ...]] = {
+    "controller": (
+        "slurmctld.log",
+        "slurmdbd.log",
+        "plugin.log",
+        "clustermgr.log",
+        "prolog.log",
+        "license-sync.log",
+        "exporter.log",
+    ),
+    "compute": ("slurmd.log",),
+    "login": (),  # sackd and the users' commands log nothing the agent ships
+}
+SHIPPED_LOG_FILES = tuple(PurePosixPath(p).name for p in SHIPPED_LOGS)
+
+
+def log_statements(scope: ArnScope, cluster: str, log_files: Sequence[str]) -> list[Statement]:
+    """CreateLogStream and PutLogEvents (both authorized on the log stream) on the streams `*/<file>` of the cluster's
+    log group for each of `log_files`; none without files."""
+    if not log_files:
+        return []
+    streams = [scope.arn(f"log-group:{log_group_name(cluster)}:log-stream:*/{name}", "logs") for name in log_files]
+    return [
+        statement("WriteClusterLogs", ["logs:PutLogEvents"], streams),
+        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], streams),
+    ]
 
 
 @dataclass(frozen=True)
@@ -105,13 +141,15 @@ def node_statements(
     action_objects: list[str] | None = None,
     directory: Directory | None = None,
     file_system_root_access: bool = True,
+    log_files: Sequence[str] = SHIPPED_LOG_FILES,
 ) -> list[Statement]:
     """Every node of `cluster` (controller and compute): the SSM agent (`SSM_AGENT_ACTIONS`), its munge key, the cluster's parameters in every region it
     launches in (a launch template's `resolve:ssm:` AMI is read in the launch region), its log group, its file
     systems (`file_system_statements`; root access on the share unless `file_system_root_access` is False: every node
     role has it, see `file_system_statements`), the S3 scripts of its
-    custom actions (`custom_action_objects`), the directory's bind password (`directory_statements`)."""
-    logs = scope.arn(f"log-group:{log_group_name(cluster)}:*", "logs")
+    custom actions (`custom_action_objects`), the directory's bind password (`directory_statements`), the log streams
+    of `log_files` (`log_statements`: pass the role's `LOG_FILES_BY_ROLE` entry; the default, every shipped file,
+    still keeps a node off streams of any other name)."""
     result = [
         statement("SsmAgent", list(SSM_AGENT_ACTIONS), ["*"]),
         statement("ReadMungeKey", ["secretsmanager:GetSecretValue"], [munge_secret_arn]),
@@ -120,8 +158,7 @@ def node_statements(
             ["ssm:GetParameter", "ssm:GetParameters"],
             [scope.arn(f"parameter/elastic-slurm/{cluster}/*", "ssm", region=r) for r in regions],
         ),
-        statement("WriteClusterLogs", ["logs:PutLogEvents"], [logs]),
-        statement("CreateClusterLogStreams", ["logs:CreateLogStream"], [logs]),
+        *log_statements(scope, cluster, log_files),
     ]
     if action_objects:
         result.append(statement("ReadCustomActionScripts", ["s3:GetObject"], list(action_objects)))

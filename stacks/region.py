@@ -27,7 +27,13 @@ from stacks.launch_templates import add_managed_policies, pool_launch_template
 from stacks.monitoring import EC2_EVENTS, ec2_event_patterns
 from stacks.naming import home_boot_env, launch_template_key
 from stacks.network import NetworkStack
-from stacks.node_policies import custom_action_objects, file_system_statements, munge_secret_pattern, node_statements
+from stacks.node_policies import (
+    LOG_FILES_BY_ROLE,
+    custom_action_objects,
+    file_system_statements,
+    munge_secret_pattern,
+    node_statements,
+)
 from stacks.user_data import directory_values, node_names_values
 
 
@@ -74,6 +80,7 @@ class RegionStack(cdk.Stack):
             munge,
             action_objects=actions,
             directory=cluster.directory,
+            log_files=LOG_FILES_BY_ROLE["compute"],
         )
         for statement in to_cdk(statements):
             self.compute_role.add_to_policy(statement)
@@ -100,7 +107,7 @@ class RegionStack(cdk.Stack):
                     partition=partition.name,
                     pool=pool,
                     profile=profile,
-                    security_group=network.security_groups.nodes,
+                    security_group=network.security_groups.compute,
                     boot_env=boot_env,
                     placement_group=None,
                     base_os=cluster.images.base_os,

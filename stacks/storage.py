@@ -104,8 +104,12 @@ class StorageStack(cdk.Stack):
         self._subnets = subnets
         self._sg = security_groups.storage
         network = cluster.network
+        # NFS clients of the OpenZFS export: the nodes' subnets (controllers, compute and login nodes all live in
+        # them), not the whole VPC (issue 30)
         self._client_cidrs = (
-            [network.vpc_cidr] if isinstance(network, NewNetwork) else [s.cidr for s in network.subnets]
+            [s.ipv4_cidr_block for s in subnets]
+            if isinstance(network, NewNetwork)
+            else [s.cidr for s in network.subnets]
         )
         self.mounts: list[dict[str, str]] = []
         self.remote_mounts: list[dict[str, str]] = []
@@ -251,6 +255,9 @@ class StorageStack(cdk.Stack):
 
     def _ontap(self, conf: FsxOntapStorage) -> None:
         # No L2 construct exists for FSx for ONTAP: L1 file system + storage virtual machine + one NFS volume.
+        # CloudFormation cannot set an SVM's export policy (its `default` policy admits every client), so who may
+        # mount is decided by the `Storage` security group: NFS from the cluster's node group only
+        # (stacks/network.py; tests/cdk/test_nfs_exports.py).
         file_system = fsx.CfnFileSystem(
             self,
             "Ontap",
@@ -290,7 +297,10 @@ class StorageStack(cdk.Stack):
         )
 
     def _openzfs(self, conf: FsxOpenZfsStorage) -> None:
-        # No L2 construct exists for FSx for OpenZFS: L1 file system exporting its root volume to the VPC.
+        # No L2 construct exists for FSx for OpenZFS: L1 file system exporting its root volume to the nodes' subnets.
+        # Root is not squashed: the controller's boot and sites' prologs write the share as root, and NFS trusts the
+        # client's uids anyway (root on a node can act as any user), as for EFS (stacks/node_policies.py); what keeps
+        # other machines of the VPC out is the client list and the `Storage` security group.
         file_system = fsx.CfnFileSystem(
             self,
             "OpenZfs",

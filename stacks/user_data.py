@@ -10,8 +10,10 @@ Name tags, renders the base slurm.conf + cgroup.conf + fragments + the runtime m
 slurm-config-sync.timer when a deploy changes the config), starts slurmdbd (accounting host) and slurmctld, enables
 the cluster manager and the timers, and signals the stack's wait condition (SUCCESS once healthy, FAILURE with the
 reason when a step fails); a compute node reads the conf-server parameter and execs `elastic-slurm-node-bootstrap`
-(assets/bootstrap, installed into the AMI by the Image Builder component), which finds its Slurm node name and execs
-slurmd configless. The plugin's console scripts are
+(assets/bootstrap, installed into the AMI by the Image Builder component), which finds its Slurm node name, writes
+slurmd's options (configless) for Slurm's own slurmd.service and starts it, then returns: slurmd is systemd's, with
+the unit's limits, Delegate=yes and restarts (assets/systemd/slurmd.service.d), and cloud-init finishes. The plugin's
+console scripts are
 in /opt/elastic-slurm/bin (links into the /opt/elastic-slurm/venv the component pip-installs the project into).
 """
 
@@ -46,7 +48,7 @@ FSTAB_JQ = (
 _PRELUDE = [
     "set -Eeuo pipefail",
     "# the boot's own log (also in cloud-init's output): a failure's reason is taken from its last lines",
-    "exec 3>&1 4>&2 > >(tee -a /run/elastic-slurm-boot.log) 2>&1  # 3, 4: the original outputs (see _COMPUTE)",
+    "exec > >(tee -a /run/elastic-slurm-boot.log) 2>&1",
     "es_signal() {  # es_signal SUCCESS|FAILURE REASON: the stack's creation wait condition (no-op without its URL)",
     f"  [ -r {SIGNAL_URL_FILE} ] || return 0",
     '  jq -cn --arg s "$1" --arg r "$2" --arg id "$(hostname -s)" \'{Status: $s, Reason: $r, UniqueId: $id, Data: $r}\''
@@ -136,6 +138,8 @@ _CONTROLLER = [
     "systemctl enable --now slurm-bootwatch.service",
     "systemctl enable --now slurmctld",
     'es_wait 300 "slurmctld on $(hostname -s)" bash -c \'scontrol ping | grep -q "at $(hostname -s) is UP"\'',
+    "# two controllers: the primary saves slurmctld's whole state once, for a backup that takes over early",
+    f"{BIN}/elastic-slurm-first-state-save",
     "# cluster manager (assets/systemd/slurm-clustermgr.service)",
     "systemctl enable --now slurm-clustermgr.service",
     "# metrics exporter (assets/systemd/slurm-exporter.service)",
@@ -176,8 +180,8 @@ _COMPUTE = [
     "# disable_hyperthreading: one thread per core before slurmd starts",
     f'if [ "${{ES_SMT_OFF:-}}" = 1 ]; then {BIN}/elastic-slurm-smt-off; fi',
     f"{BIN}/elastic-slurm-custom-actions on_node_configured",
-    "# slurmd's output to the original outputs only (not into the boot log on /run, a tmpfs, for the node's life)",
-    "exec 1>&3 2>&4 3>&- 4>&-",
+    "# this instance's Slurm node, its slurmd options, then Slurm's slurmd.service started (the bootstrap returns:",
+    "# slurmd is systemd's, not a child of cloud-init)",
     f"exec {BIN}/elastic-slurm-node-bootstrap",
 ]
 
@@ -293,5 +297,11 @@ def boot_commands(role: str, values: dict[str, str], signal_url: str | None = No
         if "'" in signal_url or "\n" in signal_url:
             raise ValueError("signal_url: may not contain quotes or newlines")
         signal = [f"(umask 077; echo '{signal_url}' > {SIGNAL_URL_FILE})"]
-    lines = [*env_file({**values, "ES_ROLE": role}), *signal, *_PRELUDE]
-    return [*lines, *ROLES[role]]
+    lines = [*env_file({**values, "ES_ROLE": role}), *signal, *_commands(_PRELUDE)]
+    return [*lines, *_commands(ROLES[role])]
+
+
+def _commands(script: list[str]) -> list[str]:
+    """The script's lines without its whole-line comments: they explain the steps here, in the source, and would
+    spend EC2's 16 KB user-data limit on the instance (the script has no here-document a `#` line could be data of)."""
+    return [line for line in script if not line.lstrip().startswith("#")]

@@ -7,7 +7,9 @@
 # SOURCE is a URL or a local file (the local cloud passes its cached copy of the same tarball); the recipe's values
 # come from cluster_config/slurm_release.py. Executed by `make test` on Debian 13.
 set -euo pipefail
+. "$(dirname "$0")/os-lib.sh"
 source_ref="$1" sha256="$2" version="$3"
+pmix=$(os_value pmix)
 # The slurm account has the same ids on every image: controller, backup and compute share StateSaveLocation on EFS.
 SLURM_UID=64030 SLURM_GID=64030
 
@@ -28,16 +30,31 @@ fi
 
 cd "$work/src"
 # --enable-cgroupv2 makes configure fail without the dbus headers the cgroup/v2 plugin needs (instead of silently
-# building no plugin); --with-systemdsystemunitdir puts the units where systemd looks.
+# building no plugin); --with-systemdsystemunitdir puts the units where systemd looks. --with-pmix finds the OS's PMIx
+# through pkg-config (Debian's lives in /usr/lib/<multiarch>/pmix2) and makes configure fail when there is none,
+# instead of silently building no mpi/pmix plugin (`srun --mpi=pmix`).
+if [ "$pmix" = package ]; then pmix_flag=--with-pmix; else pmix_flag=--without-pmix; fi
 ./configure --prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var --runstatedir=/run \
-  --with-munge --enable-pam --enable-cgroupv2 --with-systemdsystemunitdir=/usr/lib/systemd/system \
+  --with-munge --enable-pam --enable-cgroupv2 "$pmix_flag" --with-systemdsystemunitdir=/usr/lib/systemd/system \
   > "$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 1; }
 make -j "$(nproc)" > "$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }
 make install > /dev/null
+if [ "$pmix" = package ] && ! compgen -G "/usr/lib/slurm/mpi_pmix*.so" > /dev/null; then
+  echo "build-slurm.sh: the build installed no mpi/pmix plugin" >&2
+  exit 1
+fi
 # nss_slurm (clusters[].nss_slurm): libnss_slurm.so.2 into the libdir, /usr/lib, which ldconfig caches and glibc's NSS
 # loads from. The image's nsswitch.conf does not name it: a compute node's bootstrap adds it when the cluster asks.
 make -C contribs/nss_slurm > "$work/nss_slurm.log" 2>&1 || { tail -40 "$work/nss_slurm.log" >&2; exit 1; }
 make -C contribs/nss_slurm install > /dev/null
+# pam_slurm_adopt (directory.pam_slurm_adopt): an SSH session to a compute node joins the user's job there and ends
+# with it; installed in configure's PAM_DIR (the OS's security/ directory), found there by elastic-slurm-directory
+make -C contribs/pam_slurm_adopt > "$work/pam_slurm_adopt.log" 2>&1 || { tail -40 "$work/pam_slurm_adopt.log" >&2; exit 1; }
+make -C contribs/pam_slurm_adopt install > /dev/null
+if ! find /lib /lib64 /usr/lib /usr/lib64 -path '*/security/pam_slurm_adopt.so' 2>/dev/null | grep -q .; then
+  echo "build-slurm.sh: the build installed no pam_slurm_adopt.so" >&2
+  exit 1
+fi
 ldconfig
 # x86_64/aarch64 RPM systems search /usr/lib64, not /usr/lib (Debian finds it): tell their loader where it is
 if ! ldconfig -p | grep -q 'libnss_slurm\.so\.2 '; then echo /usr/lib > /etc/ld.so.conf.d/slurm-usr-lib.conf; ldconfig; fi

@@ -32,6 +32,7 @@ done
 for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs bootstrap/elastic-slurm-config-apply \
     bootstrap/elastic-slurm-controller-hosts bootstrap/elastic-slurm-imds-guard bootstrap/elastic-slurm-custom-actions \
     bootstrap/elastic-slurm-wait-predecessor bootstrap/elastic-slurm-directory bootstrap/elastic-slurm-smt-off \
+    bootstrap/elastic-slurm-first-state-save \
     health/elastic-slurm-healthcheck health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
   install -m 0755 "$assets/$program" "$prefix/bin/"
 done
@@ -39,13 +40,15 @@ install -m 0644 "$assets/health/elastic-slurm-longcheck.sbatch" "$prefix/bin/"
 # Units only: the controller's boot script enables the cluster manager (and the license sync timer when the config
 # syncs licenses); compute nodes never start them. Every node's boot enables elastic-slurm-imds-guard.
 install -m 0644 "$assets"/systemd/*.service "$assets"/systemd/*.timer /etc/systemd/system/
-# Login nodes run Slurm's own sackd unit; this drop-in gives it the conf server the login boot writes
-install -d /etc/systemd/system/sackd.service.d
-install -m 0644 "$assets"/systemd/sackd.service.d/*.conf /etc/systemd/system/sackd.service.d/
-# clusters[].rest_api: Slurm's slurmrestd unit with this drop-in and the web page's unit run as `slurmrestd`, an
+# Drop-ins for Slurm's own units: slurmd (compute: the node's options from the bootstrap, limits, Delegate=yes,
+# Restart=on-failure), slurmctld (KillMode=process: the plugin's workers survive a restart), sackd (login nodes: the
+# conf server the login boot writes), slurmrestd (clusters[].rest_api)
+for drop_ins in "$assets"/systemd/*.service.d; do
+  install -d "/etc/systemd/system/$(basename "$drop_ins")"
+  install -m 0644 "$drop_ins"/*.conf "/etc/systemd/system/$(basename "$drop_ins")/"
+done
+# clusters[].rest_api: Slurm's slurmrestd unit with its drop-in and the web page's unit run as `slurmrestd`, an
 # account of their own (slurmrestd refuses root and SlurmUser); the page offers the job templates (docs/rest-api.md)
-install -d /etc/systemd/system/slurmrestd.service.d
-install -m 0644 "$assets"/systemd/slurmrestd.service.d/*.conf /etc/systemd/system/slurmrestd.service.d/
 getent group slurmrestd >/dev/null || groupadd --system slurmrestd
 id slurmrestd >/dev/null 2>&1 || useradd --system --gid slurmrestd --home-dir /nonexistent --no-create-home \
   --shell /usr/sbin/nologin slurmrestd

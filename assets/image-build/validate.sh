@@ -50,6 +50,14 @@ grep -Eq '^passwd:.*\bsss\b' /etc/nsswitch.conf && grep -Eq '^group:.*\bsss\b' /
   || fail "nsswitch.conf does not ask sss for passwd and group"
 [ -x /usr/sbin/sackd ] && [ -f /usr/lib/systemd/system/sackd.service ] || fail "no sackd (login nodes)"
 [ -f /etc/systemd/system/sackd.service.d/elastic-slurm.conf ] || fail "no sackd drop-in (login nodes)"
+# slurmd runs from Slurm's unit with our drop-in (the bootstrap's options, limits, restarts); slurmctld's keeps the
+# plugin's workers over a restart
+[ -f /usr/lib/systemd/system/slurmd.service ] || fail "no slurmd.service from Slurm (compute nodes start slurmd with it)"
+grep -q '^ExecStart=.*\$SLURMD_OPTIONS' /usr/lib/systemd/system/slurmd.service \
+  || fail "Slurm's slurmd.service does not take \$SLURMD_OPTIONS (the bootstrap's node options)"
+grep -qx 'EnvironmentFile=-/etc/elastic-slurm/slurmd.env' /etc/systemd/system/slurmd.service.d/elastic-slurm.conf \
+  || fail "no slurmd drop-in reading the bootstrap's options"
+grep -qx 'KillMode=process' /etc/systemd/system/slurmctld.service.d/elastic-slurm.conf || fail "no slurmctld drop-in"
 # clusters[].rest_api: slurmrestd with JWT, its drop-in and account, the web page's unit and the job templates
 [ -x /usr/sbin/slurmrestd ] && [ -f /usr/lib/systemd/system/slurmrestd.service ] || fail "no slurmrestd (rest_api)"
 for plugin in auth_jwt rest_auth_jwt openapi_slurmctld data_parser_v0_0_45; do

@@ -4,33 +4,32 @@
 # Why: a batch job on freshly resumed cloud nodes otherwise stays CONFIGURING until slurmctld's periodic pass (every
 # 30 s); when this prolog ends and the nodes are ready, slurmctld launches the job at once. Both states count: right
 # after allocation the node is still POWERED_DOWN, ResumeProgram only moves it to POWERING_UP a moment later.
-# docs/cold-start.md is the whole path.
+# docs/cold-start.md is the whole path. `elastic-slurm render` names it PrologSlurmctld only while the cluster's
+# `slurm.early_start` is on (the default; docs/cold-start.md weighs its cost and gain).
 #
 # Always exits 0: a non-zero exit would requeue or hold the job. It gives up after WAIT_LIMIT seconds (render sets it
 # to ResumeTimeout) and as soon as the job is no longer CONFIGURING (e.g. requeued because a node never booted).
 #
-# 1. First look: the state of each of its job's nodes, once (`sinfo -n NODE` per node for up to 8 nodes: the
-#    partition table and that one node; one `sinfo` of the whole table for a bigger job; never `scontrol show node`,
-#    which reads the whole table whatever it is asked).
-# 2. Early launch: slurmctld calls ResumeProgram at its power-save thread's next pass, up to a second after the
-#    allocation that started this prolog. When a spare resume worker waits ($SPARES_DIR/*.fifo), the job's
-#    powered-down nodes go to it now (`$RESUME_PROGRAM --early NODES`); ResumeProgram's own call then finds them
-#    claimed or bound and launches nothing more (slurm_plugin/powersave/resume.py `early`).
-# 3. Wait without polling Slurm: the booting nodes' names go to $BOOTWATCH_DIR/wait/<job id> (rewritten every
-#    JOB_CHECK seconds), and it waits for $BOOTWATCH_DIR/up/<job id>, which the controller's one boot watch
-#    (slurm_plugin/bootwatch.py) writes once they are up: a file test every WATCH_POLL seconds, no process, no RPC.
-#    Every JOB_CHECK seconds it asks for its job's state (`scontrol show job ID`, a single-job RPC) and whether the
-#    boot watch's heartbeat is newer than its last rewrite. After WATCH_SILENT such checks in a row without (no boot
-#    watch, or one that hangs), it also asks Slurm itself, one booting node at a time, every DIRECT_TICKS ticks; a
-#    heartbeat that comes back ends that.
+# Cheap per job, because slurmctld runs it for every job, also on warm nodes, thousands at once in a burst: it asks
+# Slurm nothing while the controller's boot watch (slurm_plugin/bootwatch.py) lives, and starts three small
+# processes (mkfifo, mv, rm). It makes the FIFO $BOOTWATCH_DIR/wait/<job id>.fifo, writes the job's hostlist to
+# $BOOTWATCH_DIR/wait/<job id> and blocks reading the FIFO (one wake-up every WATCH_SLICE seconds to read the boot
+# watch's heartbeat, a file read by the shell itself). The boot watch looks at the job's nodes and writes `up` into the
+# FIFO once none is booting (at once for a job on warm nodes), `stop` once the job is no longer CONFIGURING.
+#
+# Bounded fallback: with no boot watch, or a heartbeat older than WATCH_STALE seconds (a boot watch that is gone, not
+# one that is slow: its heartbeat comes from a thread of its own), it asks Slurm itself: one booting node every
+# DIRECT_GAP seconds and its job's state every JOB_CHECK seconds, still reading the FIFO between looks; a fresh
+# heartbeat ends that. It never launches anything: ResumeProgram, called by slurmctld's power-save thread within a
+# second, is the one launch path.
 #
 # slurmctld runs it with no PATH and no SLURM_CONF: settings come from an env file written by `elastic-slurm render`,
 # found at $ELASTIC_SLURM_PROLOG_ENV, else /etc/elastic-slurm/prolog-wait-for-boot.env (where the controller's boot
 # installs it), else beside this script as prolog-wait-for-boot.env. Keys (whole seconds unless said):
-#   SLURM_BIN_DIR (default /usr/bin), SLURM_CONF (optional), WAIT_LIMIT (default 600), JOB_CHECK (default 5),
-#   BOOTWATCH_DIR (unset: no boot watch), WATCH_POLL (seconds, may be fractional, default 0.1), WATCH_SILENT (checks,
-#   default 6), DIRECT_TICKS (WATCH_POLL ticks between its own looks at a node, default 20), RESUME_PROGRAM and
-#   SPARES_DIR (unset: no early launch), PROLOG_LOG (optional file to append one line per decision to).
+#   SLURM_BIN_DIR (default /usr/bin), SLURM_CONF (optional), WAIT_LIMIT (default 600), BOOTWATCH_DIR (unset: no boot
+#   watch), WATCH_SLICE (default 5), WATCH_STALE (default 60), DIRECT_GAP (seconds, may be fractional, default 5),
+#   JOB_CHECK (default 5), PROLOG_LOG (optional file to append one line per decision to). The prolog launches
+#   nothing: ResumeProgram is the only launch path (docs/cold-start.md).
 export PATH=/usr/bin:/bin
 
 env_file=${ELASTIC_SLURM_PROLOG_ENV:-/etc/elastic-slurm/prolog-wait-for-boot.env}
@@ -39,19 +38,17 @@ if [[ -r $env_file ]]; then
     # shellcheck disable=SC1090
     source "$env_file" || true
 fi
-whole() { [[ $1 =~ ^[0-9]+$ ]] && printf '%s' "$1" || printf '%s' "$2"; }  # whole NUMBER DEFAULT
+whole() { [[ ${!1:-} =~ ^[0-9]+$ ]] || printf -v "$1" '%s' "$2"; }  # whole NAME DEFAULT: no subshell
 SLURM_BIN_DIR=${SLURM_BIN_DIR:-/usr/bin}
-WAIT_LIMIT=$(whole "${WAIT_LIMIT:-}" 600)
-JOB_CHECK=$(whole "${JOB_CHECK:-}" 5)
-WATCH_SILENT=$(whole "${WATCH_SILENT:-}" 6)
-DIRECT_TICKS=$(whole "${DIRECT_TICKS:-}" 20)
-WATCH_POLL=${WATCH_POLL:-0.1}
-SINGLE_LIMIT=8
-EARLY_LIMIT=1000  # more powered-down nodes than this: left to ResumeProgram (an argument must stay short)
+whole WAIT_LIMIT 600
+whole JOB_CHECK 5
+whole WATCH_SLICE 5
+whole WATCH_STALE 60
+[[ ${DIRECT_GAP:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || DIRECT_GAP=5
 [[ -n ${SLURM_CONF:-} ]] && export SLURM_CONF
 
-log() {
-    [[ -n ${PROLOG_LOG:-} ]] && printf '%s prolog job %s: %s\n' "$(date -u +%FT%TZ)" "${SLURM_JOB_ID:-?}" "$*" >>"$PROLOG_LOG"
+log() {  # the time from the shell's own printf: no process
+    [[ -n ${PROLOG_LOG:-} ]] && TZ=UTC0 printf '%(%Y-%m-%dT%H:%M:%SZ)T prolog job %s: %s\n' -1 "${SLURM_JOB_ID:-?}" "$*" >>"$PROLOG_LOG"
     return 0
 }
 
@@ -75,33 +72,56 @@ booting() {
     [[ -z $1 || $1 =~ (powered_down|powering_up) ]]
 }
 
-# first_look NODE...: fills STATE[node] (a few nodes one by one, a big job with one whole-table sinfo)
-declare -A STATE
-first_look() {
-    local node name state
-    if (($# <= SINGLE_LIMIT)); then
-        for node in "$@"; do STATE[$node]=$(node_state "$node"); done
-        return 0
+# watch_fresh: the boot watch's heartbeat (an epoch second, read by the shell) is recent
+watch_fresh() {
+    local beat=""
+    read -r beat <"$BOOTWATCH_DIR/heartbeat" 2>/dev/null || return 1
+    [[ $beat =~ ^[0-9]+$ ]] && ((EPOCHSECONDS - beat <= WATCH_STALE))
+}
+
+# watch_setup: the FIFO this prolog reads, then the wait file the boot watch reads (it writes to the FIFO of a wait
+# file it finds); fails when the boot watch's directory is not there
+watch_setup() {
+    [[ -n ${BOOTWATCH_DIR:-} && -d $BOOTWATCH_DIR/wait ]] || return 1
+    WAIT_FILE=$BOOTWATCH_DIR/wait/$SLURM_JOB_ID
+    FIFO=$WAIT_FILE.fifo
+    if ! mkfifo -m 0600 "$FIFO" 2>/dev/null; then  # left by an earlier run of a requeued job: its words are old
+        rm -f "$FIFO" "$WAIT_FILE"
+        mkfifo -m 0600 "$FIFO" 2>/dev/null || return 1
     fi
-    while read -r name state; do
-        [[ -n ${name:-} ]] && STATE[$name]=${state,,}
-    done < <("$SLURM_BIN_DIR/sinfo" -a -h -N -n "$SLURM_JOB_NODELIST" -O NodeList:80,StateComplete:120 2>/dev/null)
+    exec {fd}<>"$FIFO" || return 1
+    printf '%s\n' "$SLURM_JOB_NODELIST" >"$WAIT_FILE.tmp" 2>/dev/null && mv -f "$WAIT_FILE.tmp" "$WAIT_FILE" && return 0
+    exec {fd}>&-
+    rm -f "$FIFO" "$WAIT_FILE.tmp"
+    return 1
 }
 
-# early_launch NODE...: the powered-down nodes to a waiting spare resume worker, when one waits
-early_launch() {
-    [[ -n ${RESUME_PROGRAM:-} && -n ${SPARES_DIR:-} ]] || return 0
-    compgen -G "$SPARES_DIR/*.fifo" >/dev/null || return 0  # no spare waits: starting Python here would be for nothing
-    (($# <= EARLY_LIMIT)) || return 0
-    local list
-    list=$(IFS=,; printf '%s' "$*")
-    (($# == ${#NODES[@]})) && list=$SLURM_JOB_NODELIST  # every node of the job: its own short hostlist
-    "$RESUME_PROGRAM" --early "$list" </dev/null >/dev/null 2>&1
-    log "early launch of $list asked (exit $?)"
+# word_outcome WORD: what a word from the boot watch means (empty: keep waiting); sets outcome
+word_outcome() {
+    case $1 in
+        up) outcome="nodes $SLURM_JOB_NODELIST up after $((SECONDS - start)) s (boot watch)" ;;
+        stop) outcome="job no longer CONFIGURING after $((SECONDS - start)) s (boot watch); stop waiting" ;;
+    esac
 }
 
-write_wait() {  # the booting nodes, written whole (a reader never sees half a file)
-    printf '%s\n' "${WAITING[@]}" >"$WAIT_FILE.tmp" 2>/dev/null && mv -f "$WAIT_FILE.tmp" "$WAIT_FILE" 2>/dev/null
+# direct_look: one look of its own (fallback): the job's state every JOB_CHECK s, one booting node; sets outcome
+direct_look() {
+    local job
+    if ((SECONDS - checked >= JOB_CHECK)); then
+        checked=$SECONDS
+        job=$(job_state)
+        if [[ $job != CONFIGURING ]]; then
+            outcome="job is ${job:-gone}, no longer CONFIGURING; stop waiting"
+            return 0
+        fi
+    fi
+    if ((!expanded)); then  # expanded locally: `scontrol show hostnames` asks slurmctld nothing
+        mapfile -t WAITING < <("$SLURM_BIN_DIR/scontrol" show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null)
+        ((${#WAITING[@]})) || WAITING=("$SLURM_JOB_NODELIST")
+        expanded=1
+    fi
+    while ((${#WAITING[@]})) && ! booting "$(node_state "${WAITING[0]}")"; do WAITING=("${WAITING[@]:1}"); done
+    ((${#WAITING[@]})) || outcome="nodes $SLURM_JOB_NODELIST up after $((SECONDS - start)) s"
 }
 
 main() {
@@ -109,69 +129,43 @@ main() {
         log "no SLURM_JOB_ID or SLURM_JOB_NODELIST; nothing to wait for"
         return 0
     fi
-    local start=$SECONDS node job fd silent=0 tick=0 next=0 checked=$SECONDS outcome=""
-    # expanded locally: `scontrol show hostnames` asks slurmctld nothing
-    mapfile -t NODES < <("$SLURM_BIN_DIR/scontrol" show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null)
-    ((${#NODES[@]})) || NODES=("$SLURM_JOB_NODELIST")
-    first_look "${NODES[@]}"
-    local down=()
-    WAITING=()
-    for node in "${NODES[@]}"; do
-        booting "${STATE[$node]:-}" && WAITING+=("$node")
-        [[ ${STATE[$node]:-} =~ powered_down && ! ${STATE[$node]} =~ powering_up ]] && down+=("$node")
-    done
-    ((${#down[@]})) && early_launch "${down[@]}"
-    if ((${#WAITING[@]} == 0)); then
-        log "nodes $SLURM_JOB_NODELIST up after $((SECONDS - start)) s"
-        return 0
+    local word left slice watched=0 direct=0 expanded=0 outcome=""
+    start=$SECONDS checked=$SECONDS
+    WAIT_FILE="" FIFO="" WAITING=()
+    if watch_setup; then
+        watched=1
+        watch_fresh || { direct=1; log "boot watch silent; asking Slurm too"; }
+    else
+        exec {fd}<> <(:)  # `read -t` on it: a sleep that starts no process
+        direct=1
     fi
-    WAIT_FILE="" UP_FILE=""
-    if [[ -n ${BOOTWATCH_DIR:-} && -d $BOOTWATCH_DIR/wait ]]; then
-        WAIT_FILE=$BOOTWATCH_DIR/wait/$SLURM_JOB_ID
-        UP_FILE=$BOOTWATCH_DIR/up/$SLURM_JOB_ID
-        rm -f "$UP_FILE"  # a requeued job keeps its id: an old up file is not about this wait
-        write_wait || WAIT_FILE=""
-    fi
-    [[ -n $WAIT_FILE ]] || silent=$WATCH_SILENT  # no boot watch: ask Slurm directly from the start
-    exec {fd}<> <(:)  # `read -t` on it: a sleep that starts no process
-    while ((SECONDS - start < WAIT_LIMIT)); do
-        if [[ -n $UP_FILE && -e $UP_FILE ]]; then
-            outcome="nodes $SLURM_JOB_NODELIST up after $((SECONDS - start)) s (boot watch)"
-            break
+    ((direct)) && direct_look
+    while [[ -z $outcome ]]; do
+        left=$((WAIT_LIMIT - (SECONDS - start)))
+        ((left > 0)) || break
+        if ((direct)); then
+            slice=$DIRECT_GAP
+        else
+            slice=$((left < WATCH_SLICE ? left : WATCH_SLICE))
         fi
-        if ((SECONDS - checked >= JOB_CHECK)); then
-            checked=$SECONDS
-            job=$(job_state)
-            if [[ $job != CONFIGURING ]]; then
-                outcome="job is ${job:-gone}, no longer CONFIGURING; stop waiting"
-                break
-            fi
-            if [[ -n $WAIT_FILE ]]; then
-                if [[ $BOOTWATCH_DIR/heartbeat -nt $WAIT_FILE ]]; then
-                    ((silent >= WATCH_SILENT)) && log "boot watch back"
-                    silent=0
-                else
-                    silent=$((silent + 1))
-                    ((silent == WATCH_SILENT)) && log "boot watch silent for $((JOB_CHECK * WATCH_SILENT)) s; asking Slurm too"
-                fi
-                write_wait
+        if read -r -t "$slice" -u "$fd" word; then
+            word_outcome "$word"
+            continue
+        fi
+        if ((watched)); then
+            if watch_fresh; then
+                ((direct)) && log "boot watch back"
+                direct=0
+            elif ((!direct)); then
+                direct=1
+                log "boot watch silent for over ${WATCH_STALE} s; asking Slurm too"
             fi
         fi
-        if ((silent >= WATCH_SILENT && tick >= next)); then  # ask Slurm directly, one booting node at a time
-            next=$((tick + DIRECT_TICKS))
-            while ((${#WAITING[@]})) && ! booting "$(node_state "${WAITING[0]}")"; do WAITING=("${WAITING[@]:1}"); done
-            if ((${#WAITING[@]} == 0)); then
-                outcome="nodes $SLURM_JOB_NODELIST up after $((SECONDS - start)) s"
-                break
-            fi
-            [[ -n $WAIT_FILE ]] && write_wait
-        fi
-        tick=$((tick + 1))
-        read -r -t "$WATCH_POLL" -u "$fd" _ || true
+        ((direct)) && direct_look
     done
     [[ -n $outcome ]] || outcome="gave up after ${WAIT_LIMIT} s; the job starts at slurmctld's next pass"
     log "$outcome"
-    [[ -n $WAIT_FILE ]] && rm -f "$WAIT_FILE" "$WAIT_FILE.tmp" "$UP_FILE"
+    ((watched)) && rm -f "$WAIT_FILE" "$FIFO"
     exec {fd}>&-
     return 0
 }

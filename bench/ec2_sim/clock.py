@@ -42,6 +42,7 @@ class VirtualClock:
         self._running: int | None = 0
         self._closed = False
         self._threads: list[threading.Thread] = []
+        self._parked: set[int] = set()
         self.errors: list[BaseException] = []
 
     def now(self) -> float:
@@ -63,6 +64,26 @@ class VirtualClock:
             heapq.heappush(self._queue, (self._now + max(0.0, seconds), next(self._order), me))
             self._pass_token()
             self._wait_turn(me)
+
+    def pid(self) -> int:
+        """The calling simulated process's id."""
+        pid: int = self._local.pid
+        return pid
+
+    def park(self) -> None:
+        """Wait, taking no virtual time, until another process calls `wake` with the caller's pid."""
+        me = self._local.pid
+        with self._cond:
+            self._parked.add(me)
+            self._pass_token()
+            self._wait_turn(me)
+
+    def wake(self, pid: int) -> None:
+        """Let a parked process run again from now (after the caller's next sleep); nothing if it is not parked."""
+        with self._cond:
+            if pid in self._parked:
+                self._parked.discard(pid)
+                heapq.heappush(self._queue, (self._now, next(self._order), pid))
 
     def spawn(self, body: Callable[[], None], name: str) -> threading.Thread:
         """Start a simulated process that runs `body` from now on (after the caller's next sleep)."""
@@ -122,6 +143,8 @@ VIRTUAL_TIME_USERS = (
     "botocore.endpoint",
     "slurm_plugin.powersave.ec2",
     "slurm_plugin.powersave.launcher",
+    "slurm_plugin.powersave.launch_calls",
+    "slurm_plugin.powersave.binder",
     "slurm_plugin.powersave.unusable_pools",
     "slurm_plugin.telemetry.events",
     "bench.ec2_sim.wire",

@@ -13,7 +13,7 @@ import math
 import random
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +26,8 @@ from bench.ec2_sim.slurm_model import SlurmModel, SlurmTimers
 from bench.ec2_sim.whatif import PacedEc2
 from bench.ec2_sim.wire import SimEc2
 from slurm_plugin.manifest import Manifest
-from slurm_plugin.powersave.launcher import resume_nodes
+from slurm_plugin.powersave.launch_calls import LaunchDone
+from slurm_plugin.powersave.launcher import LAUNCH_WORKERS, Runner, resume_nodes
 from slurm_plugin.powersave.planner import power_down_reason
 from slurm_plugin.powersave.terminator import terminate_nodes
 
@@ -50,6 +51,7 @@ class Scenario:
     capacity_share: dict[str, float] | None = field(
         default_factory=lambda: {"c7i.large": 0.3, "c6i.large": 0.3, "m7i.large": 0.3}
     )
+    job_nodes: int = 1  # nodes per job: jobs of this many consecutive nodes, each all-or-nothing in one AZ
     worker_start_s: float = 0.5  # ResumeProgram's fork + the worker's imports
     tick_s: float = 1.0  # slurmctld's loop looks at its events at least this often
     horizon_s: float | None = None  # give up after this (default: 3 x the floor + 1 h)
@@ -125,6 +127,46 @@ def _seeded(seed: int) -> Iterator[None]:
         random.setstate(saved)
 
 
+def launch_runner(clock: VirtualClock, workers: int = LAUNCH_WORKERS) -> Runner:
+    """The launcher's Runner on the virtual clock: up to `workers` simulated processes take the launch tasks in order
+    (as launcher.in_threads' threads do); the resume process parks until one ends."""
+
+    def run(tasks: Sequence[Callable[[], LaunchDone]]) -> Iterator[tuple[int, LaunchDone | Exception]]:
+        waiting = list(enumerate(tasks))
+        ended: list[tuple[int, LaunchDone | Exception]] = []
+        me = clock.pid()
+
+        def worker() -> None:
+            while waiting:
+                index, task = waiting.pop(0)
+                try:
+                    result: LaunchDone | Exception = task()
+                except Exception as exc:
+                    result = exc
+                ended.append((index, result))
+                clock.wake(me)
+
+        for k in range(min(workers, len(tasks))):
+            clock.spawn(worker, f"launch-{me}-{k}")
+        for _ in tasks:
+            while not ended:
+                clock.park()
+            yield ended.pop(0)
+
+    return run
+
+
+def job_groups(nodes: Sequence[str], job_nodes: int) -> list[list[str]]:
+    """The resume file's jobs among `nodes`: node i belongs to job (i - 1) // job_nodes (the jobs were submitted
+    in node order); single-node jobs give no group."""
+    if job_nodes <= 1:
+        return []
+    groups: dict[int, list[str]] = {}
+    for node in nodes:
+        groups.setdefault((int(node.rsplit("-", 1)[1]) - 1) // job_nodes, []).append(node)
+    return list(groups.values())
+
+
 def _resume(run: Run, nodes: Sequence[str], scenario: Scenario) -> None:
     run.requests += 1
     request_id = f"sim-{run.requests}"
@@ -138,7 +180,11 @@ def _resume(run: Run, nodes: Sequence[str], scenario: Scenario) -> None:
             if scenario.pace_budget_s > 0
             else SimEc2(run.model, state_dir=state_dir)
         )
-        resume_nodes(run.manifest, list(nodes), [], ec2, run.slurm, request_id, clock=run.clock.now)
+        groups = job_groups(nodes, scenario.job_nodes)
+        resume_nodes(
+            run.manifest, list(nodes), groups, ec2, run.slurm, request_id, clock=run.clock.now,
+            runner=launch_runner(run.clock),
+        )  # fmt: skip
 
     run.workers.append(run.clock.spawn(worker, f"resume-{request_id}"))
 
@@ -164,7 +210,7 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
     params = scenario.model
     bucket = params.limits.resource["RunInstances"]
     boot = floor.BootTime(params.boot_median_s, params.boot_sigma)
-    floor_s = floor.all_running_floor(scenario.n, bucket, boot)
+    floor_s = floor.all_running_floor(scenario.n, bucket, boot, scenario.job_nodes)
     horizon = scenario.horizon_s if scenario.horizon_s is not None else 3 * floor_s + 3600
     wall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ec2-sim-") as tmp, _quiet_plugin_logs(), _seeded(params.seed):
@@ -241,15 +287,17 @@ def _result(run: Run, scenario: Scenario, floor_s: float, boot: floor.BootTime, 
     bound = {node.instance_id for node in slurm.nodes.values() if node.state == "up"}
     leaked = [i.instance_id for i in model.live(end) if i.instance_id not in bound]
     all_up = len(up) == n
-    ec2_floor = floor.all_running_floor(n, bucket, floor.BootTime(boot.median_s, boot.sigma, params.pending_fraction))
+    ec2_boot = floor.BootTime(boot.median_s, boot.sigma, params.pending_fraction)
+    ec2_floor = floor.all_running_floor(n, bucket, ec2_boot, scenario.job_nodes)
     return {
         "scenario": scenario.name,
         "n": n,
+        "job_nodes": scenario.job_nodes,
         "time_to_all_running_s": round(up[-1], 1) if all_up else None,
         "time_to_ec2_running_s": None if ec2_time is None else round(ec2_time, 1),
         "floor_s": round(floor_s, 1),
         "ec2_floor_s": round(ec2_floor, 1),
-        "launch_floor_s": floor.launch_floor(n, bucket),
+        "launch_floor_s": floor.launch_floor(n, bucket, scenario.job_nodes),
         "ratio": round(up[-1] / floor_s, 3) if all_up and floor_s > 0 else None,
         "nodes_running": len(up),
         "aws_calls": dict(sorted(model.calls.items())),
@@ -258,6 +306,7 @@ def _result(run: Run, scenario: Scenario, floor_s: float, boot: floor.BootTime, 
         "instances_launched": len(model.instances),
         "instances_terminated": sum(1 for i in model.instances.values() if i.terminated_at is not None),
         "instances_leaked": len(leaked),
+        "jobs_across_azs": _jobs_across_azs(run, scenario.job_nodes),
         "resume_calls": slurm.cycle.resume_calls,
         "resume_fail_calls": slurm.cycle.resume_fail_calls,
         "resume_timeouts": slurm.cycle.resume_timeouts,
@@ -265,7 +314,7 @@ def _result(run: Run, scenario: Scenario, floor_s: float, boot: floor.BootTime, 
         "set_down_by_plugin": slurm.cycle.set_down,
         "virtual_end_s": round(end - EPOCH, 1),
         "curve": _curve(up),
-        "ideal_curve": _ideal_curve(n, bucket, boot, up[-1] if up else floor_s),
+        "ideal_curve": _ideal_curve(n, bucket, boot, up[-1] if up else floor_s, scenario.job_nodes),
         "limits": {
             "run_instances_resource": [bucket.capacity, bucket.refill_per_second],
             "create_fleet_request": list(params.limits.request["CreateFleet"].__dict__.values()),
@@ -280,7 +329,19 @@ def _result(run: Run, scenario: Scenario, floor_s: float, boot: floor.BootTime, 
     }  # fmt: skip
 
 
-def _ideal_curve(n: int, bucket: Any, boot: floor.BootTime, until: float, points: int = 120) -> dict[str, list[float]]:
+def _jobs_across_azs(run: Run, job_nodes: int) -> int:
+    """Jobs whose running nodes' instances are in more than one AZ (0 is the plugin's promise)."""
+    azs: dict[int, set[str]] = {}
+    for node in run.slurm.nodes.values():
+        instance = run.model.instances.get(node.instance_id)
+        if node.up_at is not None and instance is not None:
+            azs.setdefault((int(node.name.rsplit("-", 1)[1]) - 1) // job_nodes, set()).add(instance.availability_zone)
+    return sum(1 for found in azs.values() if len(found) > 1) if job_nodes > 1 else 0
+
+
+def _ideal_curve(
+    n: int, bucket: Any, boot: floor.BootTime, until: float, job_nodes: int = 1, points: int = 120
+) -> dict[str, list[float]]:
     times = [until * 1.05 * i / points for i in range(points + 1)]
     return {"t": [round(t, 1) for t in times],
-            "running": [round(v, 1) for v in floor.expected_running(times, n, bucket, boot)]}  # fmt: skip
+            "running": [round(v, 1) for v in floor.expected_running(times, n, bucket, boot, job_nodes)]}  # fmt: skip

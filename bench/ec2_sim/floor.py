@@ -6,7 +6,8 @@ t_k = 0 for k <= C, else ceil((k - C) / r) seconds. A launch call may carry up t
 buckets (5/2 per s for RunInstances, 50/5 for CreateFleet) never bind, and API latency is taken as zero. Each
 instance then needs its boot time B (lognormal, the model's distribution) until its slurmd registers, and is bound at
 once. N nodes are all running by T with probability P(T) = prod_k F(T - t_k), F the boot time's CDF; the floor is the
-T with P(T) = 1/2 (the median of the last boot), found by bisection. `expected_running` is the ideal's expected count
+T with P(T) = 1/2 (the median of the last boot), found by bisection. With jobs of k nodes, all or nothing, a job
+launches when the bucket has given the tokens of its last node (k <= C). `expected_running` is the ideal's expected count
 at t, sum_k F(t - t_k), drawn next to the simulated curve. The same with F_ec2(x) = F(x / pending_fraction) gives the
 floor of EC2's `running` state.
 """
@@ -36,8 +37,18 @@ class BootTime:
         return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
-def launch_schedule(n: int, bucket: BucketSpec) -> list[tuple[float, int]]:
-    """(launch time, instances) of the ideal launcher for n instances, grouped by whole second."""
+def launch_schedule(n: int, bucket: BucketSpec, job_nodes: int = 1) -> list[tuple[float, int]]:
+    """(launch time, instances) of the ideal launcher for n instances, grouped by whole second; with jobs of
+    `job_nodes` nodes (all or nothing), each job launches when the bucket has given the tokens of its last node."""
+    if job_nodes > 1:
+        if job_nodes > bucket.capacity:
+            raise ValueError(f"a job of {job_nodes} nodes never fits a bucket of {bucket.capacity} tokens")
+        times = [at for at, count in launch_schedule(n, bucket) for _ in range(count)]
+        by_time: dict[float, int] = {}
+        for start in range(0, n, job_nodes):
+            job = times[start : start + job_nodes]
+            by_time[job[-1]] = by_time.get(job[-1], 0) + len(job)
+        return sorted(by_time.items())
     burst = min(n, math.floor(bucket.capacity))
     if n > burst and bucket.refill_per_second <= 0:
         raise ValueError(f"a bucket of {bucket.capacity} tokens that never refills cannot launch {n} instances")
@@ -52,17 +63,17 @@ def launch_schedule(n: int, bucket: BucketSpec) -> list[tuple[float, int]]:
     return schedule
 
 
-def launch_floor(n: int, bucket: BucketSpec) -> float:
+def launch_floor(n: int, bucket: BucketSpec, job_nodes: int = 1) -> float:
     """When the ideal launcher has launched the n-th instance."""
-    schedule = launch_schedule(n, bucket)
+    schedule = launch_schedule(n, bucket, job_nodes)
     return schedule[-1][0] if schedule else 0.0
 
 
-def all_running_floor(n: int, bucket: BucketSpec, boot: BootTime) -> float:
+def all_running_floor(n: int, bucket: BucketSpec, boot: BootTime, job_nodes: int = 1) -> float:
     """The median time at which all n instances of the ideal launcher are running (see the module docstring)."""
     if n <= 0:
         return 0.0
-    schedule = launch_schedule(n, bucket)
+    schedule = launch_schedule(n, bucket, job_nodes)
 
     def log_p(t: float) -> float:
         total = 0.0
@@ -83,7 +94,9 @@ def all_running_floor(n: int, bucket: BucketSpec, boot: BootTime) -> float:
     return high
 
 
-def expected_running(times: Sequence[float], n: int, bucket: BucketSpec, boot: BootTime) -> list[float]:
+def expected_running(
+    times: Sequence[float], n: int, bucket: BucketSpec, boot: BootTime, job_nodes: int = 1
+) -> list[float]:
     """The ideal launcher's expected number of running instances at each of `times`."""
-    schedule = launch_schedule(n, bucket)
+    schedule = launch_schedule(n, bucket, job_nodes)
     return [sum(count * boot.cdf(t - at) for at, count in schedule) for t in times]

@@ -42,6 +42,23 @@ def _num(value: float | None, digits: int = 0) -> str:
     return "never" if value is None else f"{value:.{digits}f}"
 
 
+def jobs_table(rows: Sequence[dict[str, Any]]) -> str:
+    """bench/README.md's jobs table: per N and job size, time to all running against the floor, calls, churn."""
+    head = (
+        f"{'scenario':<30} {'N':>6} {'job':>5} {'running s':>9} {'floor s':>8} {'ratio':>6} {'requeued':>8} "
+        f"{'leaked':>6} {'split':>5}  AWS calls"
+    )
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        lines.append(
+            f"{row['scenario']:<30} {row['n']:>6} {row.get('job_nodes', 1):>5} "
+            f"{_num(row['time_to_all_running_s']):>9} {row['floor_s']:>8.0f} {_num(row['ratio'], 2):>6} "
+            f"{sum(row['powered_down_by_plugin'].values()):>8} {row['instances_leaked']:>6} "
+            f"{row.get('jobs_across_azs', 0):>5}  {_calls(row)}"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """One line per row: times, floor, ratio, calls, throttled and capacity answers, Slurm-side churn."""
     head = (

@@ -1,4 +1,10 @@
-"""`elastic-slurm validate FILE... [--cache CACHE.json]` (checks + idle cost estimate) and `elastic-slurm schema`: check configs and export the JSON Schema."""
+"""`elastic-slurm validate FILE... [--cache CACHE.json] [--output json] [--ignore-warning CODE]` (checks, warnings and
+the idle cost estimate) and `elastic-slurm schema`: check configs and export the JSON Schema.
+
+Exit codes (elastic_slurm/exit_codes.py, docs/validate.md): 0 every file valid (warnings may be printed), 3 a file is
+invalid, 2 a usage error (unknown warning code, unusable --cache). `--output json` prints one JSON object per file on
+stdout: `{"file", "valid", "errors": [{"path", "message"}], "warnings": [{"path", "code", "message"}]}`.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,11 @@ from typing import Any
 
 from cluster_config import ConfigInvalid, ElasticSlurmConfig, load
 from cluster_config.idle_cost import PriceLookup, cost_lines, idle_cost
+from cluster_config.instance_checks import TypeFacts, TypeInfo
+from cluster_config.warning_checks import WARNINGS, ConfigWarning, config_warnings
+from elastic_slurm import exit_codes
 from elastic_slurm.errors import UserError
-from slurm_plugin.instance_cache import CacheError, load_cache
+from slurm_plugin.instance_cache import CacheError, InstanceCache, load_cache
 
 
 def register(sub: Any) -> None:
@@ -21,7 +30,18 @@ def register(sub: Any) -> None:
     validate.add_argument(
         "--cache",
         metavar="CACHE.json",
-        help="instance cache (`elastic-slurm instance-cache refresh`) pricing the EC2 part of the idle cost estimate",
+        help="instance cache (`elastic-slurm instance-cache refresh`): checks offerings per region and GPU facts, "
+        "and prices the EC2 part of the idle cost estimate",
+    )
+    validate.add_argument(
+        "--output", choices=("text", "json"), default="text", help="json: one JSON object per file on stdout"
+    )
+    validate.add_argument(
+        "--ignore-warning",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help=f"do not print this warning (repeatable): {', '.join(WARNINGS)}",
     )
     validate.set_defaults(func=run_validate)
     schema = sub.add_parser("schema", help="write the JSON Schema of the cluster YAML (for editor autocompletion)")
@@ -51,14 +71,20 @@ def summary(config: ElasticSlurmConfig) -> list[str]:
     return lines
 
 
-def price_lookup(cache_path: str | None) -> PriceLookup:
-    """On-demand USD/hour by (region, instance type) from the instance cache; without a cache nothing is priced."""
+def read_cache(cache_path: str | None) -> InstanceCache | None:
+    """The instance cache of `--cache`, or None; UserError (one line) when it cannot be used."""
     if cache_path is None:
-        return lambda _region, _itype: None
+        return None
     try:
-        cache = load_cache(cache_path)
+        return load_cache(cache_path)
     except CacheError as exc:
         raise UserError(f"--cache: {exc}") from None
+
+
+def price_lookup(cache: InstanceCache | None) -> PriceLookup:
+    """On-demand USD/hour by (region, instance type) from the instance cache; without a cache nothing is priced."""
+    if cache is None:
+        return lambda _region, _itype: None
 
     def lookup(region: str, instance_type: str) -> float | None:
         info = cache.regions.get(region, {}).get(instance_type)
@@ -67,22 +93,65 @@ def price_lookup(cache_path: str | None) -> PriceLookup:
     return lookup
 
 
+def type_facts(cache: InstanceCache | None, source: str | None) -> TypeFacts | None:
+    """The facts the validator reads from an instance cache (None without one)."""
+    if cache is None:
+        return None
+    regions = {
+        region: {
+            itype: TypeInfo(
+                gpu_count=info.gpus.count if info.gpus else 0,
+                gpu_maker=info.gpus.manufacturer if info.gpus else "",
+                architecture=info.architecture,
+                vcpus=info.vcpus,
+                memory_mib=info.memory_mib,
+            )
+            for itype, info in types.items()
+        }
+        for region, types in cache.regions.items()
+    }
+    return TypeFacts(source=str(source), regions=regions)
+
+
 def run_validate(args: argparse.Namespace) -> int:
-    """Validate every file; print all problems of all files; exit 2 if any file is invalid."""
+    """Validate every file; print all problems and warnings of all files; exit 3 if any file is invalid."""
+    unknown = [code for code in args.ignore_warning if code not in WARNINGS]
+    if unknown:
+        raise UserError(f"--ignore-warning {unknown[0]}: no such warning (codes: {', '.join(WARNINGS)})")
+    cache = read_cache(args.cache)
+    facts, lookup = type_facts(cache, args.cache), price_lookup(cache)
     failed = False
-    lookup = price_lookup(args.cache)
     for path in args.files:
         try:
-            config = load(path)
+            config = load(path, facts)
         except ConfigInvalid as exc:
             failed = True
-            for error in exc.errors:
-                print(f"{exc.source}: {error}", file=sys.stderr)
+            if args.output == "json":
+                _print_json(path, exc.errors, [])
+            else:
+                for error in exc.errors:
+                    print(f"{exc.source}: {error}", file=sys.stderr)
+            continue
+        warnings = [w for w in config_warnings(config, facts) if w.code not in args.ignore_warning]
+        if args.output == "json":
+            _print_json(path, [], warnings)
             continue
         print(f"{path}: valid")
         for line in summary(config) + cost_lines(idle_cost(config, lookup)):
             print(line)
-    return 2 if failed else 0
+        for warning in warnings:  # part of the report (stdout): the file is valid, stderr is for what is not
+            print(f"{path}: {warning}")
+    return exit_codes.INVALID_CONFIG if failed else exit_codes.OK
+
+
+def _print_json(path: str, errors: list[Any], warnings: list[ConfigWarning]) -> None:
+    report = {
+        "file": path,
+        "valid": not errors,
+        "errors": [{"path": e.path, "message": e.message} for e in errors],
+        "warnings": [{"path": w.path, "code": w.code, "message": w.message} for w in warnings],
+    }
+    print(json.dumps(report))
 
 
 def json_schema() -> dict[str, Any]:

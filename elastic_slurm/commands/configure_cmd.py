@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from cluster_config import ConfigInvalid, parse
+from elastic_slurm import exit_codes
 from elastic_slurm.commands.config_cmds import summary
 from elastic_slurm.configure_wizard import QUESTIONS, Answers, Question, asked, build_config
 from elastic_slurm.errors import UserError
@@ -98,7 +99,7 @@ def render_yaml(config: dict[str, Any], path: str) -> str:
         "# Keys not written take their defaults. Next:",
         f"#   elastic-slurm validate {out}                  # check it, see the idle cost estimate",
         f"#   elastic-slurm cluster create {out} --dryrun   # what deploying would create",
-        f"#   npx cdk deploy --all -c config={out}          # deploy it",
+        f"#   elastic-slurm cluster create {out}            # deploy it",
     ]
     body = yaml.dump(config, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
     return "\n".join(header) + "\n" + body
@@ -115,7 +116,8 @@ def _write(out: Path, text: str, force: bool) -> None:
 
 
 def run_configure(args: argparse.Namespace) -> int:
-    """Ask, build, validate, write; 2 without writing when the answers do not make a valid config."""
+    """Ask, build, validate, write; exit 3 (invalid config) without writing when the answers do not make a valid
+    config."""
     if args.out is not None and Path(args.out).exists() and not args.force:
         raise UserError(f"--out {args.out}: exists; pass --force to overwrite it")
     if args.out is not None and not Path(args.out).parent.is_dir():
@@ -136,10 +138,10 @@ def run_configure(args: argparse.Namespace) -> int:
         print(f"configure: the answers do not make a valid config, {out} not written:", file=sys.stderr)
         for error in exc.errors:
             print(f"{exc.source}: {error}", file=sys.stderr)
-        return 2
+        return exit_codes.INVALID_CONFIG
     _write(Path(out), render_yaml(config, out), args.force)
     print(f"\nWrote {out}:")
     for line in summary(parsed):
         print(line)
-    print(f"Next: elastic-slurm validate {out}, then deploy with `npx cdk deploy --all -c config={out}`.")
+    print(f"Next: elastic-slurm validate {out}, then deploy with `elastic-slurm cluster create {out}`.")
     return 0

@@ -53,7 +53,9 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add `cost`."""
-    cost = sub.add_parser("cost", help="what each job cost (sacct x event log x instance cache prices)")
+    cost = sub.add_parser(
+        "cost", help="run on a controller: what each job cost (sacct x event log x instance cache prices)"
+    )
     add_cost_arguments(cost)
     cost.set_defaults(func=run_cost)
 

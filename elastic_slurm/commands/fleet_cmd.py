@@ -5,16 +5,19 @@ SSM parameter `/elastic-slurm/NAME/fleet` and the cluster manager on the active 
 cycle (slurm_plugin/manager/fleet.py): stopped, every partition is DOWN (jobs stay queued, none starts), running jobs
 finish and every idle node is powered down, always-on ones too; started, the partitions are UP again and the always-on
 nodes come back. Nothing is terminated under a running job.
+
+`fleet status NAME --output json` prints `{"cluster", "region", "fleet"}` (fleet: RUNNING or STOPPED). A cluster that
+is not deployed, or AWS refusing, is one line and exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import json
 from typing import Any
 
-from cluster_config.model import CLUSTER_NAME_PATTERN
-from elastic_slurm.errors import UserError
+from elastic_slurm.commands.arg_checks import cluster_name
+from elastic_slurm.errors import OperationFailed
 from elastic_slurm.lifecycle.aws import aws_errors, client, default_region, error_code
 from slurm_plugin.manager.fleet import RUNNING, STOPPED
 from slurm_plugin.naming import config_url_parameter, fleet_parameter
@@ -33,13 +36,14 @@ def register(sub: Any) -> None:
         parser = actions.add_parser(name, help=text)
         parser.add_argument("name", metavar="NAME", help="cluster name")
         parser.add_argument("--region", metavar="R", help="the cluster's home region (default: the configured one)")
+        if name == "status":
+            parser.add_argument("--output", choices=("text", "json"), default="text", help="json: one JSON object")
         parser.set_defaults(func=run_fleet)
 
 
 def run_fleet(args: argparse.Namespace) -> int:
     """Write (stop/start) or read (status) the fleet parameter."""
-    if not re.match(CLUSTER_NAME_PATTERN, args.name):
-        raise UserError(f"NAME: '{args.name}' is not a cluster name")
+    cluster_name(args.name)
     region = default_region(args.region)
     ssm = client("ssm", region)
     with aws_errors(f"cluster {args.name} in {region}"):
@@ -47,10 +51,14 @@ def run_fleet(args: argparse.Namespace) -> int:
             ssm.get_parameter(Name=config_url_parameter(args.name))
         except Exception as exc:
             if error_code(exc) == "ParameterNotFound":
-                raise UserError(f"NAME: no cluster '{args.name}' is deployed in {region}") from None
+                raise OperationFailed(f"NAME: no cluster '{args.name}' is deployed in {region}") from None
             raise
         if args.fleet_command == "status":
-            print(f"cluster {args.name} ({region}): fleet {current(ssm, args.name)}")
+            wish = current(ssm, args.name)
+            if getattr(args, "output", "text") == "json":
+                print(json.dumps({"cluster": args.name, "region": region, "fleet": wish}))
+            else:
+                print(f"cluster {args.name} ({region}): fleet {wish}")
             return 0
         wish = STOPPED if args.fleet_command == "stop" else RUNNING
         ssm.put_parameter(

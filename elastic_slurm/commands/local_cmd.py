@@ -161,6 +161,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(
             f"  {name:18} {'pid ' + str(pid) if pid else 'not running' + ('' if name in required else ' (optional)')}"
         )
+    if status.controllers:  # scontrol ping: which controller acts (two with controller.count: 2)
+        print("controllers: " + ", ".join(f"{host} {role}" for host, role in status.controllers.items()))
     states = Counter(status.nodes.values())
     print(f"nodes: {len(status.nodes)} ({', '.join(f'{n} {s}' for s, n in sorted(states.items())) or 'none'})")
     for node, state in sorted(status.nodes.items()):

@@ -5,7 +5,10 @@ Runs `cdk synth --app "<this Python> -m stacks.cdk_app" -c config=FILE -o DIR`, 
 package. The helpers below are shared with `elastic-slurm cluster create|update|delete`:
 
 - `cdk_cli()`: the CDK CLI — $ELASTIC_SLURM_CDK, else the checkout's node_modules/.bin/cdk (`make setup`), else `cdk`
-  on PATH, else `npx --yes aws-cdk@<package.json's pin>`; none of them is a UserError naming what to install.
+  on PATH, else `npx --yes aws-cdk@<package.json's pin>` (exactly that version, never an unpinned one; the first run
+  downloads it, and says so on stderr); none of them is a UserError naming what to install.
+- `check_toolchain(env)`: before the CLI runs, the Node.js it runs on (the first `node` on the synth environment's
+  PATH) must be >= 22 (NODE_MAJOR): else one line naming the version found and the fix, instead of Node's banner.
   `CDK_CLI` is the CLI file found when this module was imported (the checkout's path when there is none).
 - `cdk_command(*args)`: `[*cdk_cli(), *args, "--app", <the app>]`, runnable from any working directory;
   `synth_command(config, out)` is the synth one.
@@ -36,6 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout's root, when run
 CHECKOUT_CLI = REPO_ROOT / "node_modules" / ".bin" / "cdk"
 CDK_ENV = "ELASTIC_SLURM_CDK"
 APP_MODULE = "stacks.cdk_app"
+NODE_MAJOR = 22  # the CDK CLI and jsii run on an LTS >= 22 (package.json pins the Node 22 LTS for a checkout)
 
 
 def _cli_file(environ: Mapping[str, str]) -> Path | None:
@@ -72,11 +76,44 @@ def cdk_cli(environ: Mapping[str, str] | None = None) -> list[str]:
         raise UserError(f"{CDK_ENV}={override}: no such executable (point it at a `cdk` CLI, or unset it)")
     npx = shutil.which("npx", path=env.get("PATH"))
     if npx is not None:
-        return [npx, "--yes", f"aws-cdk@{cdk_cli_version()}"]
+        pinned = cdk_cli_version()
+        print(
+            f"elastic-slurm: no CDK CLI installed: running the pinned aws-cdk@{pinned} through npx (it downloads it "
+            f"once; install it to skip this: npm install -g aws-cdk@{pinned})",
+            file=sys.stderr,
+        )
+        return [npx, "--yes", f"aws-cdk@{pinned}"]
     raise UserError(
         "no AWS CDK CLI found: install Node.js >= 22 (its npx then runs the pinned CDK CLI), "
         f"or `npm install -g aws-cdk@{cdk_cli_version()}`, or set {CDK_ENV} to a cdk executable"
     )
+
+
+def node_version(env: Mapping[str, str]) -> tuple[str, int]:
+    """(path, major version) of the `node` the CDK CLI would run on: the first on env's PATH; UserError when there is
+    none or it cannot tell its version."""
+    node = shutil.which("node", path=env.get("PATH"))
+    if node is None:
+        raise UserError(f"no Node.js found on PATH: the CDK CLI needs Node.js >= {NODE_MAJOR} (install an LTS release)")
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{node} --version: {exc}") from None
+    text = out.strip()
+    try:
+        return node, int(text.lstrip("v").split(".")[0])
+    except ValueError:
+        raise UserError(f"{node} --version printed {text[:40]!r}, not a Node.js version") from None
+
+
+def check_toolchain(env: Mapping[str, str]) -> None:
+    """One line (UserError) when the Node.js the CDK CLI would run on is older than NODE_MAJOR."""
+    node, major = node_version(env)
+    if major < NODE_MAJOR:
+        raise UserError(
+            f"Node.js {major} at {node} is too old: the CDK CLI needs Node.js >= {NODE_MAJOR}; install a Node.js "
+            f"{NODE_MAJOR} LTS and put it first on PATH (a checkout: `make setup` puts it in node_modules/.bin)"
+        )
 
 
 def cdk_app_command() -> str:
@@ -101,7 +138,8 @@ def require_cdk_app() -> None:
     if missing:
         raise UserError(
             f"the CDK app needs {', '.join(missing)}: install elastic-slurm with its cdk extra "
-            "(pip install 'elastic-slurm[cdk]', or `pip install '.[cdk]'` from a checkout)"
+            "(the package is not on PyPI: `pip install 'WHEEL[cdk]'` with a wheel built from a checkout, or "
+            "`pip install 'CHECKOUT[cdk]'`; docs/deploy.md, Prerequisites)"
         )
 
 
@@ -139,13 +177,15 @@ def synth_env(base: dict[str, str]) -> dict[str, str]:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    """Validate FILE (ConfigInvalid → one line per problem, exit 2), then synthesize; returns the CLI's exit code."""
+    """Validate FILE (ConfigInvalid → one line per problem, exit 3), then synthesize; returns the CLI's exit code."""
     config = Path(args.file)
     load(config)
     out = Path(args.out)
     command = synth_command(config, out)
+    env = synth_env(dict(os.environ))
+    check_toolchain(env)
     try:
-        result = subprocess.run(command, cwd=cdk_workdir(), env=synth_env(dict(os.environ)), check=False)
+        result = subprocess.run(command, cwd=cdk_workdir(), env=env, check=False)
     except OSError as exc:
         raise UserError(f"cannot run the CDK CLI: {exc.strerror}") from None
     if result.returncode == 0:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from cluster_config.model import REGION_PATTERN
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 
 
 def client(service: str, region: str, endpoint_url: str | None = None) -> Any:
@@ -34,13 +34,21 @@ def error_code(exc: Exception) -> str:
 
 @contextmanager
 def aws_errors(what: str) -> Iterator[None]:
-    """Turn botocore failures (no credentials, access denied, unreachable endpoint) into one UserError line."""
+    """Turn botocore failures (no credentials, access denied, unreachable endpoint) into one OperationFailed line
+    (exit 1)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         yield
     except (BotoCoreError, ClientError) as exc:
-        raise UserError(f"{what}: {' '.join(str(exc).split())}") from None
+        raise OperationFailed(f"{what}: {' '.join(str(exc).split())}") from None
+
+
+def caller_account(region: str) -> str:
+    """The account of the credentials boto3 finds (STS GetCallerIdentity): the one cheap call that proves they work,
+    made before anything slow (a synth) or anything that would name CDK's placeholder account."""
+    with aws_errors(f"AWS credentials ({region}; `aws sts get-caller-identity` must work)"):
+        return str(client("sts", region).get_caller_identity()["Account"])
 
 
 def default_region(given: str | None) -> str:
@@ -50,6 +58,6 @@ def default_region(given: str | None) -> str:
     region = given or boto3.session.Session().region_name
     if not region:
         raise UserError("--region: no region given and none configured (AWS_DEFAULT_REGION or the profile)")
-    if not re.match(REGION_PATTERN, region):
-        raise UserError(f"--region: '{region}' is not an AWS region (e.g. us-east-1)")
+    if not re.fullmatch(REGION_PATTERN, region):
+        raise UserError(f"--region: {region!r} is not an AWS region (e.g. us-east-1)")
     return str(region)

@@ -12,13 +12,21 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from elastic_slurm.commands.synth_cmd import cdk_command, cdk_workdir, synth_env
+from elastic_slurm.commands.synth_cmd import cdk_command, cdk_workdir, check_toolchain, synth_env
 from elastic_slurm.errors import UserError
 
 
-def deploy_command(config: Path) -> list[str]:
-    """`cdk deploy` of every stack of the config, without the interactive approval of IAM and security changes."""
-    return cdk_command("deploy", "--all", "-c", f"config={config.resolve()}", "--require-approval", "never")
+def deploy_command(config: Path, yes: bool = False) -> list[str]:
+    """`cdk deploy` of every stack of the config. CDK asks before deploying a change that broadens security (IAM
+    statements, security group rules: `--require-approval broadening`), and refuses it without a terminal to ask on;
+    `yes` (the operator's `--yes`) approves them up front (`never`)."""
+    approval = "never" if yes else "broadening"
+    return cdk_command("deploy", "--all", "-c", f"config={config.resolve()}", "--require-approval", approval)
+
+
+def diff_command(config: Path) -> list[str]:
+    """`cdk diff` of every stack of the config against what is deployed (templates, IAM and security group changes)."""
+    return cdk_command("diff", "--all", "-c", f"config={config.resolve()}")
 
 
 def destroy_command(config: Path) -> list[str]:
@@ -40,6 +48,8 @@ def run_cdk(command: list[str]) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="elastic-slurm-cdk-") as out:
             full = [*command, "-o", out]
-            return subprocess.run(full, cwd=cdk_workdir(), env=cdk_env(dict(os.environ)), check=False).returncode
+            env = cdk_env(dict(os.environ))
+            check_toolchain(env)
+            return subprocess.run(full, cwd=cdk_workdir(), env=env, check=False).returncode
     except OSError as exc:
         raise UserError(f"cannot run the CDK CLI: {exc.strerror}") from None

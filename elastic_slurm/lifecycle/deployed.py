@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cluster_config import ConfigInvalid, ElasticSlurmConfig
 from cluster_config.loader import parse_yaml
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 from elastic_slurm.lifecycle.aws import aws_errors, client, error_code
 from slurm_plugin.naming import config_url_parameter
 
@@ -71,7 +71,7 @@ def parse_deployed(text: str, url: str) -> ElasticSlurmConfig:
 
 def read_deployed(config: ElasticSlurmConfig) -> DeployedConfig:
     """The deployed config of the first cluster of `config` that is deployed (every cluster of one file is deployed
-    from the same file); UserError when none is."""
+    from the same file); OperationFailed (exit 1) when none is."""
     for cluster in config.clusters:
         url = config_url(cluster.name, cluster.region)
         if url is not None:
@@ -79,7 +79,7 @@ def read_deployed(config: ElasticSlurmConfig) -> DeployedConfig:
                 cluster.name, cluster.region, url, parse_deployed(read_object(url, cluster.region), url)
             )
     names = ", ".join(f"{c.name} ({c.region})" for c in config.clusters)
-    raise UserError(
+    raise OperationFailed(
         f"no deployed cluster in this file: {names} has no {config_url_parameter('NAME')} parameter; "
         "deploy with `elastic-slurm cluster create`, or compare offline with --against OLD.yaml"
     )

@@ -18,6 +18,7 @@ token is the capability, as the handle's pre-signed URL is), GET returns the sig
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -73,6 +74,11 @@ class FaultMiddleware:
         self.template_type = template_type
         self.offers = offers
         self.topology = topology  # moto has no DescribeInstanceTopology (localcloud/aws/instance_topology.py)
+        # moto's EC2 backend is not safe for concurrent requests (two launches into one subnet: 'generator already
+        # executing' in its address allocation, answered as an HTML 500); the plugin launches several jobs at once
+        # (slurm_plugin/powersave/launcher.py), so EC2 requests reach moto one at a time. Only EC2: SQS's long polls
+        # wait inside moto and would hold everything up.
+        self._ec2_lock = threading.Lock()
         self.faults = Faults()
         self.counts: Counter[str] = Counter()
         self.lost_left: dict[str, int] = {}
@@ -233,13 +239,14 @@ class FaultMiddleware:
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
             captured["status"], captured["headers"] = status, list(headers)
 
-        chunks = self.app(environ, start)
-        try:
-            body = b"".join(chunks)
-        finally:
-            close = getattr(chunks, "close", None)
-            if close:
-                close()
+        with self._ec2_lock if self._scope(environ)[0] == "ec2" else contextlib.nullcontext():
+            chunks = self.app(environ, start)
+            try:
+                body = b"".join(chunks)
+            finally:
+                close = getattr(chunks, "close", None)
+                if close:
+                    close()
         return captured["status"], captured["headers"], body
 
     @staticmethod

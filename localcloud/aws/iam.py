@@ -19,8 +19,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cluster_config.model import Directory
-from stacks.iam_policies import ArnScope, RegionTarget, deconfigure_statements, document, fleet_statements
-from stacks.node_policies import ControllerResources, controller_statements, munge_secret_pattern, node_statements
+from stacks.iam_policies import ArnScope, RegionTarget, Statement, deconfigure_statements, document, fleet_statements
+from stacks.node_policies import (
+    LOG_FILES_BY_ROLE,
+    ControllerResources,
+    controller_statements,
+    munge_secret_pattern,
+    node_statements,
+)
 
 if TYPE_CHECKING:
     from localcloud.aws.emulated_aws import EmulatedAws
@@ -56,12 +62,20 @@ def role_documents(
     arns = scope or ArnScope("aws", ACCOUNT, targets[0].region)
     regions = [t.region for t in targets]
     munge = munge_secret_pattern(arns, munge_owner or cluster)
-    node = node_statements(arns, cluster, regions, munge, action_objects=action_objects, directory=directory)
+
+    def node(role: str) -> list[Statement]:
+        return node_statements(
+            arns, cluster, regions, munge, action_objects=action_objects, directory=directory,
+            log_files=LOG_FILES_BY_ROLE[role],
+        )  # fmt: skip
+
     own = controller or ControllerResources(config_object_arn=f"arn:aws:s3:::elastic-slurm-{cluster}-assets/*")
     return {
-        "controller": document([*fleet_statements(arns, cluster, targets), *node, *controller_statements(own)]),
-        "compute": document(node),
-        "login": document(node),  # stacks/cluster.py: the login role holds the node statements too
+        "controller": document(
+            [*fleet_statements(arns, cluster, targets), *node("controller"), *controller_statements(own)]
+        ),
+        "compute": document(node("compute")),
+        "login": document(node("login")),  # stacks/cluster.py: the login role holds the node statements too
         "deconfigure": document(deconfigure_statements(arns, cluster, regions)),
     }
 

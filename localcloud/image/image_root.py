@@ -18,8 +18,10 @@ built atomically (a temporary directory renamed when complete):
   when install-plugin.sh, validate.sh, assets/ or the project's dependencies change.
 
 What the local cloud adds to the image and AWS does not (listed in docs/local-cloud.md): the systemctl stand-in and
-the bind-source shim (machine parts, installed before the steps, as systemd is on an AMI), the job user, and links
-that make the venv import the project source mounted at /opt/elastic-slurm/src, so code edits need no rebuild.
+the bind-source shim (machine parts, installed before the steps, as systemd is on an AMI; Debian's systemd package
+too, which a Debian AMI has and the minimal root has not: its unit files and `systemd-analyze`, never started by the
+local cloud), the job user, and links that make the venv import the project source mounted at
+/opt/elastic-slurm/src, so code edits need no rebuild.
 aws-tools.sh (AWS CLI installer, CloudWatch agent, efs-utils, Lustre client) is not run: it downloads from AWS.
 """
 
@@ -214,6 +216,25 @@ def run_step(root: Path, log: Path, script: str, *args: str) -> None:
         raise ImageBuildError(f"image step {script} failed (exit {result.returncode}); see {log}")
 
 
+def add_systemd(root: Path) -> None:
+    """Debian's systemd package, when the root has none: a Debian AMI has it, the image build's root (Debian's minimal
+    `apt` variant) has not. Its units let `systemd-analyze verify` check ours against systemd itself
+    (tests/e2e/test_units_verify.py) and it is the real systemd of the measurements in docs/local-cloud.md; the boot
+    scripts still reach the systemctl stand-in, earlier in PATH (/usr/local/sbin). Needs the network (`_machine`)."""
+    if (root / "usr/lib/systemd/systemd").exists():
+        return
+    env = ["/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive"]
+    for argv in (
+        ["apt-get", "-q", "update"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "systemd"],
+        ["apt-get", "clean"],
+    ):
+        done = subprocess.run(["chroot", str(root), *env, *argv], capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+            raise ImageBuildError(f"installing systemd into the image root: {' '.join(argv)} failed: {tail}")
+
+
 def _copy_assets(root: Path) -> None:
     """What the component's UnpackAssets step does: assets/ (minus the component YAML) to /opt/elastic-slurm/assets."""
     target = root / ASSETS_IN_ROOT.lstrip("/")
@@ -249,9 +270,11 @@ def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:
 
 def build_image_layer(slurm_layer: Path, tmp: Path, log: Path, prepare: Callable[[Path], None]) -> None:
     """A copy of the Slurm layer + install-plugin.sh + validate.sh, into `tmp` (the caller publishes it, or removes
-    it on failure). `prepare(root)` installs the local machine's parts first (the systemctl stand-in the steps call)."""
+    it on failure). `prepare(root)` installs the local machine's parts first (the systemctl stand-in the steps call,
+    systemd's own files), with the network the steps have."""
     subprocess.run(["cp", "-a", "--reflink=auto", str(slurm_layer), str(tmp)], check=True)
-    prepare(tmp)
+    with _machine(tmp):
+        prepare(tmp)
     _copy_assets(tmp)
     source = tmp / SOURCE_IN_BUILD.lstrip("/")
     shutil.rmtree(source, ignore_errors=True)

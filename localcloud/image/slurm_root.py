@@ -38,7 +38,7 @@ ROOT_CACHE = Path(os.environ.get("ELASTIC_SLURM_ROOT_CACHE", "/var/cache/elastic
 SRC_IN_ROOT = "/opt/elastic-slurm/src"
 BIN_IN_ROOT = "/opt/elastic-slurm/bin"
 VENV_IN_ROOT = "/opt/elastic-slurm/venv"  # where the image pip-installs the project
-RECIPE_VERSION = "7"  # bump when the customization below changes
+RECIPE_VERSION = "8"  # bump when the customization below changes
 # what install-plugin.sh installs into /opt/elastic-slurm/bin, linked into the mounted source on a packaged root
 LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-node-bootstrap",
@@ -48,6 +48,7 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-imds-guard",
     "assets/bootstrap/elastic-slurm-custom-actions",
     "assets/bootstrap/elastic-slurm-wait-predecessor",
+    "assets/bootstrap/elastic-slurm-first-state-save",
     "assets/bootstrap/elastic-slurm-smt-off",
     "assets/bootstrap/elastic-slurm-directory",
     "assets/health/elastic-slurm-healthcheck",
@@ -82,6 +83,7 @@ PACKAGES = [
     "curl",
     "awscli",  # the user data calls it (Secrets Manager, SSM, EC2), as on EC2
     "ca-certificates",
+    "systemd",  # an AMI's: its unit files and systemd-analyze (tests/e2e/test_units_verify.py); never run as init here
 ]
 
 
@@ -185,8 +187,10 @@ def _wrapper(target: str) -> str:
 
 
 def _machine_parts(root: Path) -> None:
-    """What stands in for the EC2 machine (not the image): the bind-source shim and the systemctl stand-in. During an
-    image build the stand-in is a copy (the source is not mounted yet); `_finish` makes it a link into the source."""
+    """What stands in for the EC2 machine (not the image): the bind-source shim, the systemctl stand-in and systemd's
+    own files (image_root.add_systemd; a packaged root has them from PACKAGES). During an image build the stand-in is
+    a copy (the source is not mounted yet); `_finish` makes it a link into the source."""
+    image_root.add_systemd(root)
     shim = root / BIND_SOURCE_SO.lstrip("/")
     shim.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -215,7 +219,7 @@ def _finish(root: Path) -> None:
         (root / leftover).unlink(missing_ok=True)
     # an empty file (nss_slurm's defaults) each instance binds its own copy over (machines.OWN_ETC_NEW)
     (root / "etc/nss_slurm.conf").touch(mode=0o644)
-    # local cloud helpers the instance runner puts in front of slurmd (ELASTIC_SLURM_SLURMD_PREFIX)
+    # local cloud helpers the instance runner starts an instance's user data with (its boot clock and host name)
     for helper in ("fresh-boot-exec", "unblock-exec"):
         link = root / BIN_IN_ROOT.lstrip("/") / helper
         link.unlink(missing_ok=True)

@@ -144,30 +144,34 @@ def signals(url: str) -> list[dict[str, Any]]:
     return received
 
 
-def boot(layout: Layout, view: enter.View, values: dict[str, str], env: dict[str, str], signal_url: str) -> None:
-    """Run the controller user data on `view` (the controller machine, named like its instance) as root, as cloud-init
-    would, and wait for it (bounded). As CloudFormation's wait condition does, the boot succeeded only when the
-    controller signalled SUCCESS; BootError with the signal's reason (the failing step and the boot log's last lines),
-    or with the tail of the boot log (log/controller-boot.log) when no signal came."""
-    script = layout.machine_dir("controller") / "run" / "user-data"
+def boot(
+    layout: Layout, view: enter.View, values: dict[str, str], env: dict[str, str], signal_url: str, index: int = 0
+) -> None:
+    """Run the controller user data on `view` (controller `index`'s machine, named like its instance) as root, as
+    cloud-init would, and wait for it (bounded). As CloudFormation's wait condition does, the boot succeeded only when
+    the controller signalled SUCCESS; BootError with the signal's reason (the failing step and the boot log's last
+    lines), or with the tail of the boot log (log/controller-boot.log, log/controller-1-boot.log) when no signal
+    came."""
+    machine = machines.controller_machine(index)
+    script = layout.machine_dir(machine) / "run" / "user-data"
     script.write_text(user_data(values, signal_url))
     script.chmod(0o700)
-    log = layout.log_file("controller-boot")
+    log = layout.log_file(f"{machine}-boot")
     argv = enter.argv(view, ["/bin/bash", "/run/user-data"])
     full_env = enter.user_env(enter.user(view.root, "root"), env)
     with log.open("ab") as out:
         try:
             result = subprocess.run(argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, timeout=BOOT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise BootError(f"controller boot did not finish within {BOOT_TIMEOUT:.0f} s:\n{_tail(log)}") from None
+            raise BootError(f"{machine} boot did not finish within {BOOT_TIMEOUT:.0f} s:\n{_tail(log)}") from None
     received = signals(signal_url)
     failures = [s for s in received if s.get("Status") == "FAILURE"]
     if failures:  # CloudFormation reports the first failure it receives
-        raise BootError(f"controller boot failed (signal): {failures[0].get('Reason', '')}\n{_tail(log)}")
+        raise BootError(f"{machine} boot failed (signal): {failures[0].get('Reason', '')}\n{_tail(log)}")
     if not any(s.get("Status") == "SUCCESS" for s in received):
-        raise BootError(f"controller boot sent no SUCCESS signal (exit {result.returncode}):\n{_tail(log)}")
+        raise BootError(f"{machine} boot sent no SUCCESS signal (exit {result.returncode}):\n{_tail(log)}")
     if result.returncode != 0:
-        raise BootError(f"controller boot signalled SUCCESS but exited {result.returncode}:\n{_tail(log)}")
+        raise BootError(f"{machine} boot signalled SUCCESS but exited {result.returncode}:\n{_tail(log)}")
 
 
 def _tail(path: Path, lines: int = 12) -> str:

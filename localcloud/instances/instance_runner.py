@@ -1,12 +1,14 @@
 """The instance runner daemon: "boots" each emulated EC2 instance of the cluster and stops it when EC2 ends it.
 
 Every ~1 s it lists the cluster's instances in every region (one filtered DescribeInstances per region). A new
-instance is booted after the configured delay by running the real compute-node bootstrap script
-(assets/bootstrap/elastic-slurm-node-bootstrap) with environment overrides instead of IMDS; it finds its Slurm node
-by NodeAddr and execs slurmd in a fresh time namespace. An instance that EC2 reports shutting-down/terminated (by
+instance is booted after the configured delay: its user data runs in a fresh time namespace (the machine's boot
+clock, from `fresh-boot-exec`) and UTS namespace (its EC2 host name), with environment overrides instead of IMDS, and
+runs the real compute-node bootstrap (assets/bootstrap/elastic-slurm-node-bootstrap), which finds its Slurm node and
+starts Slurm's slurmd.service through the systemctl stand-in; every process of the machine, slurmd restarted by
+Restart=on-failure included, shares that boot clock. An instance that EC2 reports shutting-down/terminated (by
 SuspendProgram, ResumeFailProgram or an emulated spot interruption) has its whole process tree killed: every process
-in its time namespace and in its session. Boot failures (rate, or a requested count) leave an instance running in EC2
-with nothing booting on it, as a broken AMI would.
+in its time namespace, in its session and in its units' cgroups. Boot failures (rate, or a requested count) leave an
+instance running in EC2 with nothing booting on it, as a broken AMI would.
 
     python -m localcloud.instances.instance_runner --state-dir DIR
 """
@@ -14,6 +16,7 @@ with nothing booting on it, as a broken AMI would.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -43,6 +46,12 @@ from slurm_plugin.naming import TAG_LOGIN_POOL
 
 LOG = logging.getLogger("instance-runner")
 POLL_SECONDS = 0.25  # between looks at EC2; a boot whose delay ends sooner wakes the loop on time (Runner.next_wake)
+# the boot's variables the systemctl stand-in passes on to the units it starts (ES_LOCAL_MACHINE_ENV): what stands in
+# for the machine (its address, id) and for its IMDS (the instance profile's keys, the endpoint)
+MACHINE_ENV = (
+    "LD_PRELOAD,ELASTIC_SLURM_BIND_ADDR,ELASTIC_SLURM_INSTANCE_ID,"
+    "AWS_ENDPOINT_URL,AWS_ACCESS_KEY_ID,AWS_SECRET_ACCESS_KEY,AWS_SESSION_TOKEN"
+)
 
 
 def ec2_client(endpoint_url: str, region: str, credentials: dict[str, str]) -> Any:
@@ -188,9 +197,10 @@ class Runner:
                 "ELASTIC_SLURM_PRIVATE_IP": inst.private_ip,
                 "ELASTIC_SLURM_INSTANCE_ID": inst.instance_id,
                 "ELASTIC_SLURM_NODE_WAIT": str(self.node_wait),
-                "ELASTIC_SLURM_SLURMD_PREFIX": f"{BIN_IN_ROOT}/fresh-boot-exec",
                 "ELASTIC_SLURM_HOSTNAME": machines.ec2_hostname(inst.private_ip),
                 "ELASTIC_SLURM_BIND_ADDR": inst.private_ip,
+                # what the systemctl stand-in hands to the units it starts (slurmd): the machine's address and id
+                "ES_LOCAL_MACHINE_ENV": MACHINE_ENV,
                 "AWS_ENDPOINT_URL": self.aws_endpoint,
                 "ES_LOCAL_UNITS_SKIP": ",".join(machines.UNITS_NOT_RUN),
                 # elastic-slurm-smt-off (disable_hyperthreading) writes to a copy of the host's CPU tree, not the host's
@@ -208,8 +218,15 @@ class Runner:
         user_data = BootData(values={**self.user_data.values, **values}, role="login" if login else "compute")
         write_user_data(self.layout.machine_dir(inst.instance_id) / "run" / "user-data", user_data)
         log = self.layout.log / "instances" / f"{inst.instance_id}.log"
-        # inside the root only: connections leave from the instance's own address, as on EC2 (native/bind_source.c)
-        run = ["/usr/bin/env", f"LD_PRELOAD={BIND_SOURCE_SO}", "/bin/bash", "/run/user-data"]
+        # inside the root only: connections leave from the instance's own address, as on EC2 (native/bind_source.c);
+        # the machine has just booted: its own boot clock and host name for everything it runs (fresh-boot-exec)
+        run = [
+            "/usr/bin/env",
+            f"LD_PRELOAD={BIND_SOURCE_SO}",
+            f"{BIN_IN_ROOT}/fresh-boot-exec",
+            "/bin/bash",
+            "/run/user-data",
+        ]
         proc = procs.spawn(enter.argv(view, run), log, env=env, cwd=self.layout.root)
         self.procs[inst.instance_id] = proc
         item.booted = True
@@ -220,7 +237,7 @@ class Runner:
         for instance_id, proc in self.procs.items():
             if instance_id in self.namespaces or proc.returncode is not None:
                 continue
-            # fresh-boot-exec's unshare moves the process into the new time namespace at its next exec (slurmd)
+            # fresh-boot-exec's unshare moves the process into the new time namespace at its next exec (the user data)
             ns = procs.time_namespace(proc.pid)
             if ns and ns != procs.HOST_TIME_NS:
                 self.namespaces[instance_id] = ns
@@ -300,9 +317,11 @@ def stop_instance_processes(
     """Stop an emulated instance: freeze and kill all of its processes (procs.vanish).
 
     Members: every process of the instance's time namespace once one of them carries one of `markers` (see
-    `instance_markers`), the processes of its session that carry one, and the daemons the systemctl stand-in
-    started in sessions of their own (PID files in `units`, e.g. a login node's sackd) that carry one; never the
-    host's namespace, never sessions 0/1, never more than `limit` processes.
+    `instance_markers`), the processes of its session that carry one, the daemons the systemctl stand-in
+    started in sessions of their own (PID files in `units`: slurmd, a login node's sackd, their supervisors) that
+    carry one, and every process in the cgroups the stand-in gave its units (what slurmd started, whatever session);
+    never the host's namespace, never sessions 0/1, never more than `limit` processes. The units' emptied cgroups
+    are removed.
     """
     if not markers:
         return
@@ -319,6 +338,8 @@ def stop_instance_processes(
         for unit_pid in (p for p in unit_pids if p is not None and procs.environ_has(p, markers)):
             # the daemon and what it started in its session (sssd's responders and back end)
             found |= {unit_pid, *(p for p in procs.pids_in_session(unit_pid) if procs.environ_has(p, markers))}
+        for cgroup in unit_cgroups(units):
+            found |= {int(pid) for pid in _read(cgroup / "cgroup.procs").split()}
         found.discard(os.getpid())
         return sorted(found)[:limit]
 
@@ -329,6 +350,30 @@ def stop_instance_processes(
             break
         procs.vanish(left)
         time.sleep(0.2)
+    remove_unit_cgroups(units)
+
+
+def remove_unit_cgroups(units: Path | None) -> None:
+    """Remove the emptied cgroups of a machine's units (the unit's, then the machine's), e.g. once it is stopped."""
+    for cgroup in unit_cgroups(units):
+        for empty in (cgroup, cgroup.parent):
+            with contextlib.suppress(OSError):  # not empty (yet), or gone
+                empty.rmdir()
+
+
+UNIT_CGROUPS = "elastic-slurm-units"  # the systemctl stand-in's cgroups: <cgroup2>/elastic-slurm-units/<machine>/<unit>
+
+
+def _read(path: Path) -> str:
+    with contextlib.suppress(OSError):  # gone meanwhile
+        return path.read_text()
+    return ""
+
+
+def unit_cgroups(units: Path | None) -> list[Path]:
+    """The cgroups the systemctl stand-in gave a machine's units (`units`/<unit>.cgroup; /sys is the host's)."""
+    paths = [Path(_read(named).strip()) for named in sorted(units.glob("*.cgroup"))] if units and units.is_dir() else []
+    return [path for path in paths if path.parent.parent.name == UNIT_CGROUPS and path.is_dir()]
 
 
 def main(argv: list[str] | None = None) -> int:

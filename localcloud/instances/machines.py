@@ -107,9 +107,20 @@ def _own_etc(layout: Layout, root: Path, instance_id: str) -> tuple[tuple[str, s
     return tuple(binds)
 
 
-def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str | None = None) -> enter.View:
-    """The controller machine: with `hostname` (its EC2 name), its own host name and /etc/hosts."""
-    base = layout.machine_dir("controller")
+def controller_machine(index: int) -> str:
+    """The machine directory name of controller `index`: `controller` (the primary), `controller-1` (the backup)."""
+    return "controller" if index == 0 else f"controller-{index}"
+
+
+def controller_view(
+    layout: Layout, root: Path, shared_mount: str, hostname: str | None = None, index: int = 0
+) -> enter.View:
+    """Controller `index` (0: the primary, 1: the backup): with `hostname` (its EC2 name), its own host name and
+    /etc/hosts. Both controllers of a two-controller cloud see the same /etc/slurm (what each renders is the same
+    text); everything else of theirs is their own: /run (munged's socket, the user data), /tmp, /etc/munge,
+    /etc/elastic-slurm (the env file with its ES_CONTROLLER_INDEX), /etc/systemd/system, SSSD, the host name."""
+    machine = controller_machine(index)
+    base = layout.machine_dir(machine)
     for sub in ("etc-munge", "etc-elastic-slurm"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     if not (base / "etc-systemd").exists():  # the machine's disk starts as the image's: its units and links
@@ -123,8 +134,8 @@ def controller_view(layout: Layout, root: Path, shared_mount: str, hostname: str
         extra = ((str(hosts), "/etc/hosts"),)
     view = enter.View(root, hostname=hostname).with_binds(
         *extra,
-        *_private(layout, "controller"),
-        *_own_sssd(layout, root, "controller"),
+        *_private(layout, machine),
+        *_own_sssd(layout, root, machine),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
         (base / "etc-systemd", "/etc/systemd/system"),

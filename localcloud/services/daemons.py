@@ -16,11 +16,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from localcloud.conf import db_setup_sql
+from localcloud.conf import db_setup_sql, db_tls
 from localcloud.image.slurm_root import JOB_USER
 from localcloud.instances import enter
 from localcloud.layout import Layout
 from localcloud.services import procs
+from localcloud.services.db_tls import make_tls_files
 
 SLURM_BIN = Path("/usr/bin")  # inside the Slurm root
 SLURM_SBIN = Path("/usr/sbin")
@@ -101,6 +102,8 @@ def start_mariadb(layout: Layout, db_password: str) -> int:
     """Our own mariadbd (datadir under mysql/, 127.0.0.1 only) with the accounting database and user."""
     defaults = f"--defaults-file={layout.my_cnf}"
     log = layout.log_file("mariadbd")
+    tls = db_tls(layout)  # the server requires TLS (my.cnf); slurmdbd checks its certificate against this CA
+    make_tls_files(Path(tls.directory), Path(tls.ca), Path(tls.cert), Path(tls.key))
     install = ["/usr/bin/mariadb-install-db", defaults, "--user=root", "--auth-root-authentication-method=socket"]
     for attempt in (1, 2):  # seen once on a loaded machine: a bootstrap that aborted and then succeeded
         if (layout.mysql / "data" / "mysql").is_dir():

@@ -1,7 +1,8 @@
 """Pure core of the sacctmgr adapter: the accounting state as plain data, the desired state from the config, the diff.
 
 `diff(current, desired, version)` returns the sacctmgr commands that turn `current` into `desired`, in a safe order
-(clusters, QOS, accounts, users, licenses with shrinking shares first, federation last). Applying them and diffing
+(clusters, QOS and their preemption grace times, accounts, users, licenses with shrinking shares first, federation
+last). Applying them and diffing
 again yields no commands: that is the idempotency contract, tested against a real slurmdbd.
 
 Nothing is ever deleted except what we mark as ours: remote licenses whose description is `MANAGED_MARK`. Clusters,
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster_config.model import ElasticSlurmConfig, License
+from cluster_config.slurm_checks import grace_time_of_qos
 
 MANAGED_MARK = "elastic-slurm"
 STATIC_SERVER = "slurmdb"
@@ -94,6 +96,11 @@ class AccountingState(_Frozen):
     cluster_features: dict[str, list[str] | None] = Field(default_factory=dict)
     federations: dict[str, list[str]] = Field(default_factory=dict)
     qos: dict[str, Qos] = Field(default_factory=dict)
+    qos_grace: dict[str, int] = Field(
+        default_factory=dict,
+        description="QOS → GraceTime in seconds (current: every QOS; desired: the QOS others preempt, when a cluster "
+        "preempts by QOS — Slurm reads the preempted job's QOS then, clusters[].preemption.grace_time)",
+    )
     accounts: dict[str, Account] = Field(default_factory=dict)
     users: dict[str, str] = Field(default_factory=dict, description="user → default account")
     associations: list[tuple[str, str, str]] = Field(default_factory=list, description="(cluster, account, user)")
@@ -143,6 +150,9 @@ def desired_state(config: ElasticSlurmConfig) -> AccountingState:
         )
         for q in config.qos
     }
+    grace = grace_time_of_qos(config)
+    preempted = sorted({name for q in config.qos for name in q.preempt})
+    qos_grace = {name: grace for name in preempted} if grace is not None else {}
     accounts = {
         a.name: Account(
             name=a.name, description=a.description or a.name, organization=a.organization or a.name, parent=a.parent
@@ -179,6 +189,7 @@ def desired_state(config: ElasticSlurmConfig) -> AccountingState:
         cluster_features=features,
         federations={fed.name: sorted(fed.clusters)} if fed else {},
         qos=qos,
+        qos_grace=qos_grace,
         accounts=accounts,
         users=users,
         associations=sorted(assocs),
@@ -192,6 +203,7 @@ def diff(current: AccountingState, desired: AccountingState, version: SlurmVersi
     return [
         *_clusters(current, desired),
         *_qos(current, desired),
+        *_qos_grace(current, desired),
         *_accounts(current, desired),
         *_users(current, desired),
         *_account_qos(current, desired),
@@ -245,6 +257,18 @@ def _qos(current: AccountingState, desired: AccountingState) -> Iterator[Change]
         if changed:
             yield Change(
                 ("modify", "qos", "where", f"name={name}", "set", *changed), f"qos {name}: {' '.join(changed)}"
+            )
+
+
+def _qos_grace(current: AccountingState, desired: AccountingState) -> Iterator[Change]:
+    """GraceTime of the preempted QOS (after `_qos` added the new ones); a QOS neither slurmdbd nor the config has
+    (e.g. a misspelt preempt entry) is skipped: sacctmgr would modify nothing."""
+    for name, seconds in sorted(desired.qos_grace.items()):
+        exists = name in current.qos or name in desired.qos
+        if exists and current.qos_grace.get(name, 0) != seconds:
+            yield Change(
+                ("modify", "qos", "where", f"name={name}", "set", f"gracetime={seconds}"),
+                f"qos {name}: gracetime={seconds}",
             )
 
 

@@ -103,6 +103,18 @@ def _int(text: str, default: int = 0) -> int:
     return int(text) if text.lstrip("-").isdigit() else default
 
 
+def duration_seconds(text: str) -> int:
+    """Seconds of a duration as sacctmgr shows it (`[D-]HH:MM:SS`, `MM:SS`, plain seconds; empty: 0)."""
+    text = text.strip()
+    if not text:
+        return 0
+    days, _, clock = text.rpartition("-")
+    seconds = 0
+    for part in clock.split(":"):
+        seconds = seconds * 60 + _int(part)
+    return seconds + _int(days) * 86400 if days else seconds
+
+
 def _list(text: str) -> list[str]:
     return sorted(item for item in text.strip().split(",") if item)
 
@@ -110,7 +122,7 @@ def _list(text: str) -> list[str]:
 _QUERIES: dict[str, tuple[str, list[str], tuple[str, ...]]] = {
     "clusters": ("cluster", ["cluster", "features"], ()),
     "federations": ("federation", ["federation", "cluster"], ()),
-    "qos": ("qos", ["name", "description", "priority", "preempt", "preemptmode"], ()),
+    "qos": ("qos", ["name", "description", "priority", "preempt", "preemptmode", "gracetime"], ()),
     "assocs": ("association", ["cluster", "account", "user", "parentname", "qos"], ()),
     "accounts": ("account", ["account", "description", "organization"], ()),
     "users": ("user", ["user", "defaultaccount"], ()),
@@ -147,9 +159,10 @@ def read_state(sacctmgr: Sacctmgr) -> AccountingState:
             preempt=tuple(_list(preempt)),
             preempt_mode=mode.lower() or "cluster",
         )
-        for name, desc, prio, preempt, mode in rows["qos"]
+        for name, desc, prio, preempt, mode, _grace in rows["qos"]
         if name
     }
+    qos_grace = {name: duration_seconds(grace) for name, *_, grace in rows["qos"] if name}
     assoc_rows = rows["assocs"]
     parents = {account: parent for _, account, user, parent, _qos in assoc_rows if not user and parent}
     accounts = {
@@ -163,6 +176,7 @@ def read_state(sacctmgr: Sacctmgr) -> AccountingState:
         cluster_features={name: _list(features) for name, features in clusters if name},
         federations={name: sorted(members) for name, members in feds.items()},
         qos=qos,
+        qos_grace=qos_grace,
         accounts=accounts,
         users=users,
         associations=sorted((c, a, u) for c, a, u, _, _ in assoc_rows if c and a),

@@ -14,6 +14,11 @@ contract between the two; the controller role may put metrics in this namespace 
     NodesUp, JobsPending, JobsRunning   Count   for the dashboard
 
 A CloudWatch outage must not stop the exporter: a failed call is logged as one warning line and dropped.
+
+Both controllers of a two-controller cluster run the exporter; only the one that reports for the cluster publishes
+(`speaks`, slurm_plugin/primary.py: the acting controller, or the primary while no slurmctld answers), else the
+counters' deltas would be added twice. The default gate asks `scontrol ping` (PATH, Slurm's default slurm.conf) at
+most every 10 s; where scontrol lists no controller (not a Slurm host) it publishes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+from slurm_plugin import primary
 
 NAMESPACE = "ElasticSlurm"
 DIMENSION = "ClusterName"
@@ -100,10 +107,12 @@ class CounterDeltas:
 class CloudWatchPublisher:
     """Puts one cluster's values into CloudWatch, one PutMetricData call per `publish`."""
 
-    def __init__(self, client: Any, cluster: str, namespace: str = NAMESPACE) -> None:
+    def __init__(self, client: Any, cluster: str, namespace: str = NAMESPACE, gate: primary.Gate | None = None) -> None:
         self.client = client
         self.cluster = cluster
         self.namespace = namespace
+        self.gate = gate or primary.Gate()
+        self.silent = False  # the last publish was skipped: this host stood by
 
     def publish(self, values: Mapping[str, float], now: datetime) -> None:
         """Put `values` (metric name → value) stamped `now` (naive = UTC). ValueError for a name not in `UNITS`;
@@ -120,6 +129,12 @@ class CloudWatchPublisher:
             LOG.warning("CloudWatch: left out non-finite values of %s", ", ".join(skipped))
         data = [self._datum(name, value, stamp) for name, value in sorted(finite.items())]
         if not data:
+            return
+        standing_by = not self.gate.speaks()
+        if standing_by != self.silent:
+            LOG.info("CloudWatch: %s", "standing by (another controller reports)" if standing_by else "publishing")
+            self.silent = standing_by
+        if standing_by:
             return
         try:
             self.client.put_metric_data(Namespace=self.namespace, MetricData=data)

@@ -20,6 +20,7 @@ from slurm_plugin.exporter.plugin_source import WAIT_BUCKETS, EventTotals, Histo
 from slurm_plugin.exporter.slurm_source import FINISHED_STATES, NODE_STATES, JobRow, SlurmReader, SourceError, count
 from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave.planner import markets, node_pools, pool_of
+from slurm_plugin.primary import Gate
 
 log = logging.getLogger("slurm-exporter")
 T = TypeVar("T")
@@ -72,8 +73,13 @@ def _histogram(name: str, doc: str, labels: tuple[str, ...], hist: Histogram) ->
 class ClusterCollector(Collector):
     """Slurm + plugin metrics of one cluster."""
 
-    def __init__(self, manifest: Manifest, slurm: SlurmReader, plugin: PluginReader, accounting: bool) -> None:
+    def __init__(
+        self, manifest: Manifest, slurm: SlurmReader, plugin: PluginReader, accounting: bool, per_user: bool = True
+    ) -> None:
         self.manifest = manifest
+        # series labelled by user or account (who runs what, how much): anyone who can scrape reads them, so the
+        # command line turns them off unless the site asks for them (main.py PER_USER_ENV, docs/observability.md)
+        self.per_user = per_user
         self.slurm = slurm
         self.plugin = plugin
         self.accounting = accounting
@@ -92,6 +98,8 @@ class ClusterCollector(Collector):
         self._started_jobs: set[str] = set()
         self._source_up: dict[str, float] = {}
         self._source_seconds: dict[str, float] = {}
+        # which controller acts (slurm_plugin/primary.py): elastic_slurm_controller_acting
+        self.gate = Gate.for_slurm(manifest.slurm_bin_dir, manifest.slurm_conf)
 
     def _read(self, source: str, read: Callable[[], T]) -> T | None:
         started = time.monotonic()
@@ -117,6 +125,8 @@ class ClusterCollector(Collector):
                      {(k,): v for k, v in self._source_up.items()})  # fmt: skip
         yield _gauge("elastic_slurm_exporter_source_seconds", "How long reading the source took", ("source",),
                      {(k,): v for k, v in self._source_seconds.items()})  # fmt: skip
+        yield _gauge("elastic_slurm_controller_acting", "1 on the controller acting for the cluster (scontrol ping)",
+                     ("host",), {(self.gate.host,): float(self.gate.acting())})  # fmt: skip
 
     def _nodes(self, snap: Snapshot) -> Iterator[Metric]:
         rows = self._read("nodes", self.slurm.nodes)
@@ -148,10 +158,11 @@ class ClusterCollector(Collector):
             snap.jobs[state] = snap.jobs.get(state, 0) + n
         yield _gauge("slurm_jobs", "Jobs by partition, state and pending reason", ("partition", "state", "reason"),
                      {k: float(v) for k, v in by_state.items()})  # fmt: skip
-        yield _gauge("slurm_user_jobs", "Jobs by user and state", ("user", "state"),
-                     {k: float(v) for k, v in count((r.user, r.state) for r in rows).items()})  # fmt: skip
-        yield _gauge("slurm_account_jobs", "Jobs by account and state", ("account", "state"),
-                     {k: float(v) for k, v in count((r.account, r.state) for r in rows).items()})  # fmt: skip
+        if self.per_user:
+            yield _gauge("slurm_user_jobs", "Jobs by user and state", ("user", "state"),
+                         {k: float(v) for k, v in count((r.user, r.state) for r in rows).items()})  # fmt: skip
+            yield _gauge("slurm_account_jobs", "Jobs by account and state", ("account", "state"),
+                         {k: float(v) for k, v in count((r.account, r.state) for r in rows).items()})  # fmt: skip
         yield _histogram("elastic_slurm_job_wait_seconds", "Submit to RUNNING, per job (seen by the exporter)",
                          ("partition",), self._waits)  # fmt: skip
 
@@ -190,8 +201,9 @@ class ClusterCollector(Collector):
                        {(k,): v for k, v in sdiag.rpc_count.items()})  # fmt: skip
         yield _counter("slurm_rpc_time_seconds", "Time slurmctld spent on RPCs, by message type", ("type",),
                        {(k,): v for k, v in sdiag.rpc_seconds.items()})  # fmt: skip
-        yield _counter("slurm_rpc_user_calls", "RPCs slurmctld served, by user", ("user",),
-                       {(k,): v for k, v in sdiag.rpc_user_count.items()})  # fmt: skip
+        if self.per_user:
+            yield _counter("slurm_rpc_user_calls", "RPCs slurmctld served, by user", ("user",),
+                           {(k,): v for k, v in sdiag.rpc_user_count.items()})  # fmt: skip
 
     def _licenses(self) -> Iterator[Metric]:
         rows = self._read("licenses", self.slurm.licenses)

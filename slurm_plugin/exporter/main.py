@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import Metric
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 
-from slurm_plugin import logs
+from slurm_plugin import logs, primary
 from slurm_plugin.exporter import EXPORTER_PORT, cloudwatch
 from slurm_plugin.exporter.collector import ClusterCollector, Snapshot
 from slurm_plugin.exporter.plugin_source import PluginReader
@@ -34,6 +35,12 @@ from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 
 NAME = "slurm-exporter"
 ACCOUNTING_MODES = ("create", "existing", "none")  # cluster_config/model_accounting.py
+# Series labelled by user or account (slurm_user_jobs, slurm_account_jobs, slurm_rpc_user_calls_total): served only
+# when this variable is "1" (the controller's env file, stacks/cluster.py, from
+# clusters[].controller.exporter_per_user_series, default off) or with --per-user-series: whoever reaches the exporter
+# would learn who runs what. The exporter is reached only from the monitoring
+# security group (stacks/network.py); the local cloud, whose dashboards show the per-user panels, leaves it unset.
+PER_USER_ENV = "ES_EXPORTER_PER_USER_SERIES"
 LICENSE_SYNC_DIR = "license-sync"  # under the state dir, as assets/systemd/slurm-license-sync.service has it
 LOG = logging.getLogger(NAME)
 
@@ -127,8 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "state_dir, /var/lib/elastic-slurm/license-sync on EC2 as in slurm-license-sync.service)")  # fmt: skip
     parser.add_argument("--cloudwatch-interval", type=_interval, default=60.0,
                         help="seconds between CloudWatch publishes; 0: never (default 60)")  # fmt: skip
+    parser.add_argument("--per-user-series", choices=("on", "off"), default=None,
+                        help=f"serve the series labelled by user and account (default: ${PER_USER_ENV}, 1 = on, "
+                        "0 = off; unset = on)")  # fmt: skip
     parser.add_argument("--log-file", default=None, help="default: exporter.log next to the manifest's log_file")
     return parser
+
+
+def per_user_series(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """Whether to serve the per-user and per-account series: the flag, else $ES_EXPORTER_PER_USER_SERIES."""
+    if args.per_user_series is not None:
+        return bool(args.per_user_series == "on")
+    return environ.get(PER_USER_ENV, "1") != "0"
 
 
 def build_collector(manifest: Manifest, args: argparse.Namespace) -> ClusterCollector:
@@ -138,13 +155,16 @@ def build_collector(manifest: Manifest, args: argparse.Namespace) -> ClusterColl
         SlurmReader(manifest.slurm_bin_dir, manifest.slurm_conf),
         PluginReader(manifest, args.license_state_dir or str(Path(manifest.state_dir) / LICENSE_SYNC_DIR)),
         accounting=args.accounting != "none",
+        per_user=per_user_series(args, os.environ),
     )
 
 
 def publish_loop(collector: ClusterCollector, manifest: Manifest, interval: float, stop: threading.Event) -> None:
     """Collect and publish every `interval` seconds until `stop`."""
     client = cloudwatch.cloudwatch_client(manifest.home_region, manifest.aws_endpoint_url)
-    publisher = cloudwatch.CloudWatchPublisher(client, manifest.cluster)
+    # only the controller in charge publishes (slurm_plugin/primary.py), asking this cluster's own scontrol
+    gate = primary.Gate.for_slurm(manifest.slurm_bin_dir, manifest.slurm_conf)
+    publisher = cloudwatch.CloudWatchPublisher(client, manifest.cluster, gate=gate)
     deltas = cloudwatch.CounterDeltas()
     while not stop.is_set():
         for _ in collector.collect():

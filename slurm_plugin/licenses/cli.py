@@ -3,6 +3,10 @@
 Exit codes: 0 when the run completed — even if some license servers failed (they are logged, counted in the state
 file, and their licenses keep their last good numbers); 1 when nothing could be done (bad config, sacctmgr or
 slurmdbd unreachable); 2 for bad arguments.
+
+On a cluster with two controllers the timer fires on both: only the controller that reports for the cluster
+(slurm_plugin/primary.py: the acting one, or the primary while no slurmctld answers) syncs; the other logs that it
+stands by and exits 0.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cluster_config import ConfigInvalid, load
-from slurm_plugin import logs
+from slurm_plugin import logs, primary
 from slurm_plugin.accounting.sacctmgr import SacctmgrError
 from slurm_plugin.licenses.adapters import LicenseServerTools, SlurmCommands, load_state, save_state
 from slurm_plugin.licenses.sync import SyncConfig, run_sync, sync_config_from
@@ -56,11 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-dir", default="/var/lib/elastic-slurm/license-sync", help="where the state file lives")
     parser.add_argument("--log-file", default=None, help="also log to this file")
     parser.add_argument("--dry-run", action="store_true", help="decide and log, change nothing")
+    parser.add_argument("--host", default=None, help="this controller's Slurm name (default: hostname)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one sync; see the module docstring for exit codes."""
+def main(argv: Sequence[str] | None = None, gate: primary.Gate | None = None) -> int:
+    """Run one sync; see the module docstring for exit codes. `gate`: who reports for the cluster (default: this
+    host's `scontrol ping`)."""
     args = build_parser().parse_args(argv)
     log = logs.setup(args.log_file, "slurm-license-sync")
     try:
@@ -68,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Usage as exc:
         log.error("%s", exc)
         return 2
+    gate = gate or primary.Gate.for_slurm(None, None, args.host)
+    if not gate.speaks():
+        log.info("%s is not the acting controller: standing by", gate.host)
+        return 0
     state_path = Path(args.state_dir) / STATE_FILE
     servers = LicenseServerTools(config.lmutil, config.rlmutil, config.timeout_seconds)
     slurm = SlurmCommands(config.local_cluster, timeout=config.timeout_seconds)

@@ -1,6 +1,6 @@
 """`slurm-clustermgr`: the cluster manager daemon (systemd on the controllers; only the active controller acts).
 
-Each cycle: `scontrol ping` (standby controllers stop here) → observe Slurm nodes (one scontrol call) and the cluster's
+Each cycle: `scontrol ping` (standby controllers stop here: slurm_plugin/primary.py) → observe Slurm nodes (one scontrol call) and the cluster's
 instances (one filtered DescribeInstances per region, plus status checks) → reconcile (pure) + SQS events → apply in
 batches → topology.conf for pools with network_topology (manager/topology.py) → counters in state_dir. Stateless:
 every cycle starts from EC2 tags and Slurm state (topology.json only saves asking EC2 again), so a restart or a
@@ -26,15 +26,15 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from slurm_plugin import logs
+from slurm_plugin import logs, primary
 from slurm_plugin.manager import events, fleet, metrics, topology
 from slurm_plugin.manager.apply import Outcome, Terminator, apply
 from slurm_plugin.manager.model import Action, Instance, Kind, Settings
-from slurm_plugin.manager.observe import ObserveError, active_controller, describe_cluster
+from slurm_plugin.manager.observe import ObserveError, describe_cluster
 from slurm_plugin.manager.reconcile import reconcile
 from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
-from slurm_plugin.powersave import node_names
+from slurm_plugin.powersave import node_names, protection
 from slurm_plugin.powersave.slurm import SlurmError
 from slurm_plugin.telemetry import events as event_log
 
@@ -63,6 +63,7 @@ class Manager:
     ssm: Any = None  # reads the fleet parameter (None: no fleet stop/start)
     dry_run: bool = False
     ignored: set[str] = field(default_factory=set)
+    acting_before: bool | None = None  # the last cycle's answer: a change of role is logged once
 
     def regions(self) -> list[str]:
         """Every region the cluster's pools launch into, and its home region."""
@@ -71,9 +72,8 @@ class Manager:
         return sorted(found)
 
     def active(self) -> bool:
-        """This host runs the slurmctld in charge (primary, or the backup after a takeover)."""
-        leader = active_controller(self.slurm.ping())
-        return leader is not None and leader.split(".")[0] == self.host.split(".")[0]
+        """This host runs the slurmctld in charge (primary, or the backup after a takeover): slurm_plugin/primary.py."""
+        return primary.acting(self.slurm.ping(), self.host)
 
     def observe(self) -> list[Instance]:
         """The cluster's instances in every region."""
@@ -84,8 +84,12 @@ class Manager:
 
     def cycle(self, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Outcome | None:
         """One observe → decide → apply round; None when this host is not the active controller."""
-        if not self.active():
-            LOG.debug("not the active controller: standing by")
+        acting = self.active()
+        if acting != self.acting_before:
+            role = "the acting controller: acting" if acting else "not the acting controller: standing by"
+            LOG.info("%s: %s", self.host, role)
+            self.acting_before = acting
+        if not acting:
             return None
         settings = self.settings
         if self.ssm is not None:  # the operator's fleet stop/start (manager/fleet.py)
@@ -93,6 +97,9 @@ class Manager:
             if not self.dry_run:
                 fleet.apply_partitions(self.slurm, wish, self.manifest.state_dir)
             settings = replace(settings, fleet_stopped=wish == fleet.STOPPED)
+        settings = replace(
+            settings, protected_pools=frozenset(protection.protected(self.manifest.state_dir, self.manifest.pools))
+        )
         nodes = self.slurm.nodes()  # Slurm first: an address it shows belongs to an instance EC2 already lists
         instances = self.observe()
         actions = []

@@ -129,6 +129,8 @@ class Settings:
     impaired_threshold: timedelta = timedelta(seconds=300)
     drain_mode: Literal["finish", "requeue"] = "finish"
     fleet_stopped: bool = False  # `elastic-slurm fleet stop`: power idle nodes down, start none (manager/fleet.py)
+    # pools in protected mode (powersave/protection.py): their DOWN nodes stay down until the pool is cleared
+    protected_pools: frozenset[str] = frozenset()
 
 
 class Kind(StrEnum):

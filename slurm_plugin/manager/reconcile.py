@@ -10,6 +10,7 @@ A node is linked to its instance by NodeAddr = the instance's private IP (set by
 | powering up                                      | live, launched > ResumeTimeout  | terminate + power down (requeue)   |
 | powering up                                      | shutting-down / terminated      | power down                         |
 | powering up                                      | none yet / live                 | nothing (resume in flight)         |
+| powered down, DOWN `(Code:ProtectedMode)`        | -                               | resume once the pool is cleared    |
 | powered down, DOWN/DRAIN `(Code:...)`            | -                               | resume once the cool-down expired  |
 | powered down, DOWN/DRAIN by us / ResumeTimeout   | -                               | resume (back to idle~)             |
 | powered down, always-on (not cooling down)       | -                               | power up (not while fleet stopped) |
@@ -46,6 +47,7 @@ from slurm_plugin.manager.model import (
 )
 from slurm_plugin.manifest import PoolManifest
 from slurm_plugin.powersave.planner import node_pools, pool_of
+from slurm_plugin.powersave.protection import PROTECTED_CODE
 
 ORPHAN_STATES = frozenset({"pending", "running", "stopping", "stopped"})
 # Slurm reasons are shared by every node of a kind (one scontrol call per reason); details go to the log.
@@ -54,6 +56,7 @@ REASON_RESUME_TIMEOUT = f"{MANAGER_PREFIX}ResumeTimeout) instance did not regist
 REASON_NOT_RESPONDING = f"{MANAGER_PREFIX}NotResponding) slurmd not responding"
 REASON_IMPAIRED = f"{EC2_PREFIX}Impaired) EC2 status check impaired"
 REASON_FLEET_STOPPED = f"{MANAGER_PREFIX}FleetStopped) fleet stopped by the operator"
+PROTECTED_PREFIX = f"(Code:{PROTECTED_CODE})"  # set by the resume of a protected pool
 
 
 def always_on(node: str, pool: PoolManifest) -> bool:
@@ -116,6 +119,11 @@ def _powering_up(node: Node, inst: Instance | None, pool: PoolManifest, now: dat
 
 def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) -> list[Action]:
     if node.down or node.drain:
+        if node.reason.startswith(PROTECTED_PREFIX):
+            if pool.key in s.protected_pools:
+                return []  # no launches until an admin clears the pool: a resume would only set it DOWN again
+            why = f"pool {pool.key} left protected mode ({node.reason})"
+            return [Action(Kind.RESUME, node.name, why)]
         if node.reason.startswith(CAPACITY_PREFIX):
             since = node.reason_time
             if since is None or now - since >= s.capacity_cooldown:

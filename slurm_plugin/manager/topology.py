@@ -1,4 +1,4 @@
-"""Keep Slurm's topology.conf in step with EC2's network topology, for the pools with `network_topology`.
+"""Keep Slurm's topology in step with EC2's network topology, for the pools with `network_topology`.
 
 One step of each manager cycle, after reconcile's actions (docs/topology.md):
 1. ask DescribeInstanceTopology only about running instances of those pools whose network nodes are not known yet:
@@ -6,10 +6,17 @@ One step of each manager cycle, after reconcile's actions (docs/topology.md):
 2. remember the answers in `topology.json` in the state dir — an instance keeps its place while it runs; an empty
    answer (an instance type EC2 gives no topology for, or not yet) is asked again only while the instance is young;
 3. render the tree (slurm_plugin/render/topology.py) with every node of the cluster and the powered-up nodes of
-   running instances placed; only when its text differs from topology.conf, rewrite the file (in place: it belongs
-   to SlurmUser, the directory does not) and run one `scontrol reconfigure`.
-Nothing changed: no AWS call, no write, no reconfigure. A failed reconfigure puts the previous text back, so the next
-cycle tries again.
+   running instances placed; only when its text differs from topology.conf, apply it:
+   - Slurm 25.05 and later: compare with the running slurmctld's tree (`scontrol show topology`, every cycle:
+     slurmctld puts a cloud node back in its configured place when it powers down) and move only the nodes whose
+     place differs (`scontrol update NodeName=<nodes> Topology=default:ec2:<network nodes>`: one call per place;
+     switches it lacks are created), then rewrite topology.conf when its text changed (in place: it belongs to
+     SlurmUser, the directory does not) so that a restart reads the same tree. No restart, no re-run prologs;
+   - older releases (and a live move Slurm refused): rewrite the file and run `scontrol reconfigure` — since 23.11 that
+     restarts slurmctld and re-runs the PrologSlurmctld of every CONFIGURING job — at most once every
+     RECONFIGURE_GAP; a change inside the gap waits (the file is left as it was, so a later cycle applies it).
+Nothing changed: no AWS call, no write, no reconfigure (on 25.05+ one `scontrol show topology`). A failed
+reconfigure puts the previous text back, so the next cycle tries again.
 """
 
 from __future__ import annotations
@@ -25,10 +32,17 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from slurm_plugin.manager.model import Instance, Node
+from slurm_plugin.manager.topology_live import (
+    LiveTopology,
+    Reconfigurer,
+    live_capable,
+    moves,
+    topology_value,
+)
 from slurm_plugin.manifest import Manifest, PoolManifest
 from slurm_plugin.powersave.slurm import SlurmError
 from slurm_plugin.powersave.state import read_json, write_json
-from slurm_plugin.render.topology import TOPOLOGY_CONF_NAME, pool_node_names, render_topology
+from slurm_plugin.render.topology import TOPOLOGY_CONF_NAME, node_paths, pool_node_names, render_topology
 
 LOG = logging.getLogger("slurm-clustermgr")
 MAX_IDS_PER_CALL = 100  # DescribeInstanceTopology: "Maximum 100 explicitly specified instance IDs"
@@ -37,13 +51,7 @@ RETRY_EMPTY_FOR = timedelta(minutes=10)  # an instance with no network nodes is 
 CACHE_FILE = "topology.json"
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 COUNTER = "topology_updates"
-
-
-class Reconfigurer(Protocol):
-    """The Slurm call a changed topology needs."""
-
-    def reconfigure(self) -> None:
-        """`scontrol reconfigure`: slurmctld and the slurmds read the configuration files again."""
+RECONFIGURE_GAP = timedelta(minutes=5)  # older releases: at most one `scontrol reconfigure` (a restart) this often
 
 
 class RegionalEc2(Protocol):
@@ -70,12 +78,14 @@ class TopologyResult:
     placed: int = 0
     changed: bool = False
     reconfigured: bool = False
+    moved: int = 0  # nodes moved in the running slurmctld (25.05+)
+    deferred: bool = False  # a change left for a later cycle (a reconfigure came less than RECONFIGURE_GAP ago)
     failures: list[str] = field(default_factory=list)
 
     @property
     def counters(self) -> list[str]:
-        """The manager counters this step bumps: one `topology_updates` per reconfigure."""
-        return [COUNTER] if self.reconfigured else []
+        """The manager counters this step bumps: one `topology_updates` per tree applied (live or reconfigure)."""
+        return [COUNTER] if self.reconfigured or self.moved else []
 
 
 # ---------------------------------------------------------------- decisions (pure)
@@ -172,10 +182,25 @@ def load_known(state_dir: str) -> dict[str, Known]:
 
 
 def save_known(state_dir: str, known: Mapping[str, Known]) -> None:
-    """Persist the answers (atomically)."""
+    """Persist the answers (atomically; the time of the last reconfigure is kept)."""
     data = {i: {"nodes": list(k.nodes), "asked": k.asked.isoformat()} for i, k in sorted(known.items())}
     Path(state_dir).mkdir(parents=True, exist_ok=True)
-    write_json(Path(state_dir) / CACHE_FILE, {"instances": data})
+    kept = {k: v for k, v in read_json(Path(state_dir) / CACHE_FILE).items() if k == "reconfigured_at"}
+    write_json(Path(state_dir) / CACHE_FILE, {**kept, "instances": data})
+
+
+def last_reconfigure(state_dir: str) -> datetime | None:
+    """When this step last ran `scontrol reconfigure` (None: never, or not remembered)."""
+    try:
+        return datetime.fromisoformat(str(read_json(Path(state_dir) / CACHE_FILE)["reconfigured_at"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _remember_reconfigure(state_dir: str, at: datetime) -> None:
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    data = read_json(Path(state_dir) / CACHE_FILE)
+    write_json(Path(state_dir) / CACHE_FILE, {**data, "reconfigured_at": at.isoformat()})
 
 
 def write_in_place(path: Path, text: str) -> None:
@@ -236,13 +261,58 @@ def sync(
         return result
     if result.asked or gone:  # new answers, or instances that went (forgotten)
         save_known(manifest.state_dir, known)
+    live = live_capable(slurm)
+    if live is not None and _move_live(path, text, before, live, result):
+        return result
     if result.changed:
-        _apply(path, text, before, slurm, result)
+        _reconfigure(path, text, before, slurm, result, manifest.state_dir, now)
     return result
 
 
-def _apply(path: Path, text: str, before: str | None, slurm: Reconfigurer, result: TopologyResult) -> None:
-    """Write the new tree and reconfigure; on failure put the previous text back (the next cycle tries again)."""
+def _move_live(path: Path, text: str, before: str | None, live: LiveTopology, result: TopologyResult) -> bool:
+    """Slurm 25.05+: move the nodes whose place in slurmctld's tree differs from `text`, then write the file when
+    it changed; False when Slurm refused a move (then the reconfigure path applies the tree)."""
+    try:
+        current = node_paths(live.show_topology())
+    except SlurmError as exc:  # the file says what was applied last
+        result.failures.append(f"topology: scontrol show topology failed ({exc}); comparing with {path}")
+        current = node_paths(before or "")
+    try:
+        for place, nodes in moves(current, text).items():
+            live.set_topology(nodes, topology_value(place))
+            result.moved += len(nodes)
+    except SlurmError as exc:
+        result.failures.append(f"topology: scontrol update Topology= failed ({exc}); reconfiguring instead")
+        return False
+    if not result.changed:
+        return True
+    try:
+        write_in_place(path, text)
+    except OSError as exc:  # slurmctld has the tree; the next cycle writes again
+        result.failures.append(f"topology: cannot write {path}: {exc.strerror} (it must belong to SlurmUser)")
+        return True
+    LOG.info(
+        "topology: %d node(s) moved in slurmctld's tree, %s rewritten (%d placed)", result.moved, path, result.placed
+    )
+    return True
+
+
+def _reconfigure(
+    path: Path,
+    text: str,
+    before: str | None,
+    slurm: Reconfigurer,
+    result: TopologyResult,
+    state_dir: str,
+    now: datetime,
+) -> None:
+    """Write the new tree and reconfigure, at most once every RECONFIGURE_GAP; on failure put the previous text back
+    (the next cycle tries again)."""
+    last = last_reconfigure(state_dir)
+    if last is not None and timedelta(0) <= now - last < RECONFIGURE_GAP:
+        result.deferred = True
+        LOG.info("topology: tree changed; reconfigure deferred (the last one was %s ago)", now - last)
+        return
     try:
         write_in_place(path, text)
     except OSError as exc:
@@ -259,4 +329,5 @@ def _apply(path: Path, text: str, before: str | None, slurm: Reconfigurer, resul
                 result.failures.append(f"topology: cannot restore {path}: {restore.strerror}")
         return
     result.reconfigured = True
+    _remember_reconfigure(state_dir, now)
     LOG.info("topology: %s rewritten (%d node(s) placed), slurmctld reconfigured", path, result.placed)

@@ -124,8 +124,9 @@ def spawn_worker(
     spares: str = NO_SPARES,
 ) -> int | None:
     """Write the request to state_dir/requests/<id>/ and start `python -m module --worker DIR` detached; its pid.
-    With `spares` USE_SPARES, a waiting spare worker (spare.py) takes the request instead when there is one, and a new
-    spare is started for the next request; with ONLY_SPARES, a waiting spare takes it or nothing is done (None)."""
+    With `spares` USE_SPARES, a waiting spare worker (spare.py) takes the request instead when there is one; with
+    ONLY_SPARES, a waiting spare takes it or nothing is done (None). The next spare is not started here: the process
+    that serves the request starts it after this has returned (spare.serve's `on_claimed`, resume.main's worker)."""
     directory = os.path.join(manifest["state_dir"], "requests", request["request_id"])
     os.makedirs(directory, exist_ok=True)
     if resume_file:
@@ -144,13 +145,9 @@ def spawn_worker(
 
         waiting_room = spare.spares_dir(str(manifest["state_dir"]))
         taken = spare.hand_to_spare(waiting_room, directory)
-        if spares == ONLY_SPARES:
-            if taken is None:
-                shutil.rmtree(directory, ignore_errors=True)
-            return taken
-        if spare.waiting(waiting_room) == 0:
-            spare.spawn(module, str(request["manifest"]), log_path)
-        if taken is not None:
+        if spares == ONLY_SPARES and taken is None:
+            shutil.rmtree(directory, ignore_errors=True)
+        if spares == ONLY_SPARES or taken is not None:
             return taken
     return start_detached([sys.executable, "-m", module, "--worker", directory], log_path)
 

@@ -10,6 +10,7 @@ looked up comes back without an address, so the caller terminates it rather than
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_LAUNCH_REQUEST, TAG_POOL
@@ -30,6 +32,8 @@ from slurm_plugin.telemetry import events
 RETRY_CONFIG = retry_policy.CONFIG
 DESCRIBE_MAX_IDS = 200  # values per `instance-id` filter of one DescribeInstances (EC2: up to 200 filter values)
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+# No usable answer: the call may or may not have happened (a garbled 5xx page is no ClientError and no BotoCoreError)
+NO_ANSWER = (BotoCoreError, ResponseParserError)
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,10 @@ class LaunchRequest:
     token: str
     tags: Mapping[str, str]
     placement_group: str | None = None
-    # all `count` instances in one AZ or none (a multi-node job's nodes): RunInstances MinCount = count, CreateFleet
-    # SingleAvailabilityZone + MinTargetCapacity = count
+    # every instance in one AZ, at least `min_count` (default: all `count`) or none (whole multi-node jobs):
+    # RunInstances MinCount, CreateFleet SingleAvailabilityZone + MinTargetCapacity
     all_in_one_az: bool = False
+    min_count: int | None = None
     # into this capacity reservation only (CapacityReservationSpecification), a Capacity Block when `capacity_block`
     capacity_reservation_id: str | None = None
     capacity_block: bool = False
@@ -88,6 +93,16 @@ class LaunchResult:
     instances: tuple[Instance, ...]
     errors: tuple[LaunchError, ...]
     api: str
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What EC2 says of instances recorded earlier: alive (pending/running/stopping/stopped), gone (terminated, or
+    not returned at all), or unsure (the lookup kept failing)."""
+
+    alive: dict[str, Instance]
+    gone: list[str]
+    unsure: list[str]
 
 
 def _tags(raw: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
@@ -122,6 +137,11 @@ def iso_timestamp(value: Any) -> datetime:
     return result
 
 
+def _minimum(request: LaunchRequest) -> int:
+    """The all-or-nothing minimum of a one-AZ launch: `min_count` when set (1..count), else `count`."""
+    return request.count if request.min_count is None else max(1, min(request.min_count, request.count))
+
+
 def _retried(response: Mapping[str, Any]) -> bool:
     return int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0)) > 0
 
@@ -137,16 +157,20 @@ class Ec2:
         self.config = config
         self.state_dir = state_dir
         self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()  # the launcher calls from several threads; boto3 clients are thread-safe
         core = botocore.session.get_session()
         core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=iso_timestamp)
         self._session = boto3.session.Session(botocore_session=core)
 
     def client(self, region: str) -> Any:
         """The (cached) EC2 client of `region`."""
-        if region not in self._clients:
-            client = self._session.client("ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config)
-            self._clients[region] = retry_policy.install(client, on_throttle=self._throttled_in(region))
-        return self._clients[region]
+        with self._lock:  # a boto3 session is not thread-safe: clients are made one at a time
+            if region not in self._clients:
+                client = self._session.client(
+                    "ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config
+                )
+                self._clients[region] = retry_policy.install(client, on_throttle=self._throttled_in(region))
+            return self._clients[region]
 
     def _throttled_in(self, region: str) -> Callable[[str], None] | None:
         state_dir = self.state_dir
@@ -177,7 +201,7 @@ class Ec2:
             "LaunchTemplate": {"LaunchTemplateId": request.launch_template_id, "Version": "$Default"},
             "InstanceType": override.instance_type,
             "SubnetId": override.subnet_id,
-            "MinCount": request.count if request.all_in_one_az else 1,
+            "MinCount": _minimum(request) if request.all_in_one_az else 1,
             "MaxCount": request.count,
             "ClientToken": request.token,
             "TagSpecifications": self._tag_spec(request),
@@ -198,7 +222,7 @@ class Ec2:
             code = str(error.get("Code", "Unknown"))
             failure = LaunchError(code, str(error.get("Message", "")), override.instance_type, override.subnet_id)
             return LaunchResult(self._by_token(request), (failure,), "RunInstances")
-        except BotoCoreError as exc:
+        except NO_ANSWER as exc:
             return LaunchResult(self._by_token(request), (LaunchError(type(exc).__name__, str(exc)),), "RunInstances")
         found = {i.instance_id: i for i in (_instance(raw, request.region) for raw in response.get("Instances", []))}
         if _retried(response):  # an earlier try may have launched too: its instances carry the same token tag
@@ -240,7 +264,7 @@ class Ec2:
         else:
             options = params["OnDemandOptions"] = {"AllocationStrategy": "prioritized"}
         if request.all_in_one_az:
-            options |= {"SingleAvailabilityZone": True, "MinTargetCapacity": request.count}
+            options |= {"SingleAvailabilityZone": True, "MinTargetCapacity": _minimum(request)}
         errors: list[LaunchError] = []
         try:
             response = self.client(request.region).create_fleet(**params)
@@ -248,7 +272,7 @@ class Ec2:
             error = exc.response.get("Error", {})
             errors.append(LaunchError(str(error.get("Code", "Unknown")), str(error.get("Message", ""))))
             return LaunchResult(self._by_token(request), tuple(errors), "CreateFleet")
-        except BotoCoreError as exc:
+        except NO_ANSWER as exc:
             return LaunchResult(self._by_token(request), (LaunchError(type(exc).__name__, str(exc)),), "CreateFleet")
         for raw in response.get("Errors", []):
             lto = raw.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
@@ -290,7 +314,7 @@ class Ec2:
         for attempt in range(3):  # on top of the retry policy: this is the only way to find a lost launch's instances
             try:
                 return tuple(self._describe(request.region, Filters=filters))
-            except (ClientError, BotoCoreError):
+            except (ClientError, *NO_ANSWER):
                 time.sleep(attempt + 1)
         return ()  # still unknown: the cluster manager terminates them as orphans after its grace period
 
@@ -314,13 +338,28 @@ class Ec2:
                 time.sleep(pause * attempt)
             try:
                 found.update({i.instance_id: i for i in self.describe_ids(region, missing)})
-            except (ClientError, BotoCoreError):
+            except (ClientError, *NO_ANSWER):
                 continue
             missing = [i for i in missing if i not in found]
             if not missing:
                 break
         unknown = [Instance(i, region, None, "", "") for i in missing]
         return [*(i for i in found.values() if i.state in LIVE_STATES), *unknown]
+
+    def recorded(self, region: str, ids: Sequence[str], attempts: int = 3, pause: float = 1.0) -> Recorded:
+        """Which of `ids` (instances bound earlier, so EC2 knew them then) are alive now. An id EC2 does not return
+        is gone (terminated and forgotten), never alive; ids whose describe kept failing are `unsure`."""
+        missing = list(dict.fromkeys(ids))
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(pause * attempt)
+            try:
+                found = {i.instance_id: i for i in self.describe_ids(region, missing)}
+            except (ClientError, *NO_ANSWER):
+                continue
+            alive = {iid: i for iid, i in found.items() if i.state in LIVE_STATES}
+            return Recorded(alive, [i for i in missing if i not in alive], [])
+        return Recorded({}, [], missing)
 
     def cluster_instances(self, region: str, cluster: str, pool_keys: Iterable[str]) -> list[Instance]:
         """Live instances of the cluster's pools in one region: one filtered DescribeInstances (paginated)."""

@@ -174,8 +174,8 @@ def plan_launch(
     """Group nodes by pool and order each pool's attempts, skipping (pool, AZ) pairs in capacity cool-down.
 
     `job_groups` are the node sets of multi-node jobs from the resume file (all-or-nothing); a node in several jobs
-    belongs to the first. Each job's nodes of a pool get a launch of their own with single-AZ attempts
-    (`single_az_attempts`: the whole job in one AZ or none), first, then the pool's other nodes with the usual
+    belongs to the first. A pool's jobs go first, packed whole into launches (`job_batches`) with single-AZ attempts
+    (`single_az_attempts`: each job whole in one AZ or not at all), then the pool's other nodes with the usual
     attempts; unless the pool's key is in `spread_pools` (pools whose jobs may span AZs): then one launch, the jobs'
     nodes first.
     """
@@ -220,14 +220,39 @@ def plan_launch(
         in_group = set(grouped)
         rest = tuple(n for n in pool_nodes if n not in in_group)
         if groups and key not in spread_pools:
-            # one launch per job, all-or-nothing in one AZ with exactly its nodes; the pool's other nodes apart
+            # whole jobs in launches of growing size (job_batches), each job all-or-nothing in one AZ; the pool's
+            # other nodes apart
             one_az = single_az_attempts(attempts)
-            launches.extend(PoolLaunch(key, group, (group,), one_az) for group in groups)
+            for batch in job_batches(groups):
+                launches.append(PoolLaunch(key, tuple(n for g in batch for n in g), batch, one_az))
             if rest:
                 launches.append(PoolLaunch(key, rest, (), attempts))
             continue
         launches.append(PoolLaunch(key, tuple(grouped) + rest, groups, attempts))
     return LaunchPlan(tuple(launches), tuple(unknown), tuple(cooling_nodes))
+
+
+def job_batches(
+    groups: Sequence[tuple[str, ...]], limit: int = CREATE_FLEET_MAX_TARGET
+) -> list[tuple[tuple[str, ...], ...]]:
+    """Whole jobs packed into launches of growing size: the first job alone (its nodes get their addresses soonest),
+    then each launch up to twice the nodes of the one before, up to `limit` (what one fleet request takes; a bigger
+    job goes alone). N nodes in jobs of k nodes take about log2(N/k) + 1 launch calls instead of N/k, and the
+    launcher runs them at once (launcher.LAUNCH_WORKERS), so the small first ones are not queued behind the big ones.
+    """
+    result: list[tuple[tuple[str, ...], ...]] = []
+    current: list[tuple[str, ...]] = []
+    size = cap = 0
+    for group in groups:
+        if current and size + len(group) > cap:
+            result.append(tuple(current))
+            cap = min(2 * size, limit)
+            current, size = [], 0
+        current.append(group)
+        size += len(group)
+    if current:
+        result.append(tuple(current))
+    return result
 
 
 def batches(count: int, limit: int) -> list[int]:

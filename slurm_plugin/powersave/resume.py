@@ -168,15 +168,20 @@ def spare(manifest_path: str) -> int:
     def still_wanted() -> bool:  # the cluster is still here and no other spare waits
         return Path(manifest_path).exists() and spares.waiting(waiting_room) == 0
 
-    return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted)
+    def next_spare() -> None:  # claimed: the next request finds a spare too
+        if still_wanted():
+            spares.spawn(MODULE, os.path.abspath(manifest_path), manifest.log_file)
+
+    return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted, next_spare)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console script `slurm-resume`."""
     args = _parser().parse_args(argv)
-    if args.worker:
+    if args.worker:  # started by a foreground that found no spare: start one for the next request, then work
         from pathlib import Path
 
+        prime()
         return worker(Path(args.worker))
     if args.spare:
         return spare(args.spare)

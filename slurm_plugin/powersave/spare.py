@@ -1,9 +1,11 @@
 """Spare workers: a resume worker already started, its imports done and its EC2 clients made, waiting for a request.
 
 A fresh worker spends ~0.5-1 s before its first EC2 call (interpreter, boto3, pydantic, clients): a second of every
-cold start. So ResumeProgram's foreground hands its request to a waiting spare when there is one and starts the next
-spare; with none it starts the worker itself, as before, and a spare for next time. Each spare serves one request and
-then exits, so no state carries from one request to the next.
+cold start. So ResumeProgram's foreground hands its request to a waiting spare when there is one; with none it starts
+the worker itself, as before. The next spare is started by the process that serves the request (the claimed spare,
+or the worker the foreground started), after the foreground has returned: the foreground forks nothing when a spare
+waits (issue 33: starting the next spare there put 9 of 32 returns over the 100 ms budget). Each spare serves one
+request and then exits, so no state carries from one request to the next.
 
 The protocol, all in `<state_dir>/spares/` (only SlurmUser writes there):
 - a spare makes the FIFO `<pid>.fifo`, opens it read-write (a writer never blocks on it, and it never reads EOF) and
@@ -24,6 +26,7 @@ import contextlib
 import errno
 import os
 import select
+import socket
 import sys
 from collections.abc import Callable
 
@@ -32,7 +35,9 @@ SPARES = "spares"
 
 
 def spares_dir(state_dir: str) -> str:
-    return os.path.join(state_dir, SPARES)
+    """This host's waiting room: a FIFO connects processes of one host only, and two controllers share the state
+    dir (state.plugin_state_dir), where the other host's FIFOs would answer ENXIO and be taken for stale ones."""
+    return os.path.join(state_dir, SPARES, socket.gethostname())
 
 
 def hand_to_spare(directory: str, request_dir: str) -> int | None:
@@ -108,9 +113,15 @@ def _read_line(fd: int, timeout: float) -> str | None:
     return data.decode().strip()
 
 
-def serve(directory: str, handle: Callable[[str], int], still_wanted: Callable[[], bool]) -> int:
-    """The spare's life: wait for one request and `handle` it (exit code), or withdraw after IDLE_SECONDS and re-exec
-    itself while `still_wanted()`; 0 when it withdrew for good."""
+def serve(
+    directory: str,
+    handle: Callable[[str], int],
+    still_wanted: Callable[[], bool],
+    on_claimed: Callable[[], object] | None = None,
+) -> int:
+    """The spare's life: wait for one request, call `on_claimed()` (start the next spare: the foreground that claimed
+    this one has already returned to slurmctld) and `handle` it (exit code), or withdraw after IDLE_SECONDS and
+    re-exec itself while `still_wanted()`; 0 when it withdrew for good."""
     os.makedirs(directory, exist_ok=True)
     pid = os.getpid()
     fifo = os.path.join(directory, f"{pid}.fifo")
@@ -137,4 +148,9 @@ def serve(directory: str, handle: Callable[[str], int], still_wanted: Callable[[
     finally:
         _remove(claimed)
     os.close(fd)
+    if on_claimed is not None:
+        try:
+            on_claimed()
+        except OSError as exc:  # no successor: the next ResumeProgram starts a worker of its own (and a spare)
+            print(f"spare {pid}: next spare not started: {exc}", file=sys.stderr)
     return handle(line)

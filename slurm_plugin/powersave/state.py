@@ -1,5 +1,12 @@
 """Small JSON state files in the manifest's state_dir, shared by concurrent plugin processes under one flock.
 
+Where that directory is (`plugin_state_dir`): on the controller's disk with one controller; with two, on the shared
+file system beside slurmctld's StateSaveLocation, so the backup that takes over reads the very node map, claims,
+cool-downs, protected pools, fleet state and event log the primary wrote, and the primary reads the backup's after
+it takes control back (no stale copy on either disk). flock(2) serializes the two hosts there as it serializes the
+processes of one: on NFSv4 (EFS) Linux maps it to a byte-range lock the server holds, released when its holder
+exits or its host's lease expires.
+
 - claims.json: node -> {request, pid, started} while a resume worker is launching it (so overlapping resumes skip it);
   a claim counts only while a process with that PID *and that start time* lives, so a reused PID frees it;
 - nodes.json: node -> {instance_id, region, private_ip, bound_at} written after a launch (a cache: EC2 + Slurm are the
@@ -11,14 +18,31 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+LOCAL_STATE_DIR = "/var/lib/elastic-slurm"
+# how long a claim of the other controller counts as alive (holder_alive): a launch and its binding, not a whole
+# resume timeout (a crashed primary's claims must not hold its nodes back for long)
+FOREIGN_CLAIM_SECONDS = 60.0
 LOCK_FILE = "plugin.lock"
 CLAIMS_FILE = "claims.json"
 NODES_FILE = "nodes.json"
+
+
+def plugin_state_dir(cluster: str, controllers: int, shared_mount: str | None) -> str:
+    """The plugin's state directory of a cluster: on the shared file system when two controllers take turns (they
+    need one copy), else on the controller's disk. ValueError for two controllers without a shared file system (the
+    render refuses that cluster already: slurmctld's own state needs one too)."""
+    if controllers < 2:
+        return LOCAL_STATE_DIR
+    if not shared_mount:
+        raise ValueError(f"cluster {cluster}: two controllers need a shared file system for the plugin's state")
+    return f"{shared_mount.rstrip('/')}/elastic-slurm/state/{cluster}"
 
 
 @contextmanager
@@ -61,9 +85,19 @@ def process_start(pid: int) -> str | None:
     return stat.rpartition(")")[2].split()[19]  # fields after "(comm)" start at field 3
 
 
-def holder_alive(held: Mapping[str, Any]) -> bool:
+def holder_alive(held: Mapping[str, Any], now: float | None = None) -> bool:
     """True while the process that took a claim still runs: same PID *and* same start time (PID reuse, PID 0 and
-    claims without a start time from older versions count as dead)."""
+    claims without a start time from older versions count as dead). A claim of the other controller (two controllers
+    share the state dir) cannot be checked in this host's /proc: it counts as alive for FOREIGN_CLAIM_SECONDS, as
+    its worker may still be launching (KillMode=process keeps workers through a slurmctld restart); a node left
+    behind by a dead host is then Slurm's ResumeTimeout's, never launched twice."""
+    host = held.get("host")
+    if host is not None and host != socket.gethostname():
+        try:
+            at = float(held.get("at", 0) or 0)
+        except (TypeError, ValueError):
+            return False
+        return (time.time() if now is None else now) - at < FOREIGN_CLAIM_SECONDS
     try:
         pid = int(held.get("pid", 0) or 0)
     except (TypeError, ValueError):
@@ -85,7 +119,13 @@ def claim(state_dir: str | Path, nodes: Iterable[str], request_id: str) -> tuple
             if isinstance(held, dict) and held.get("request") != request_id and holder_alive(held):
                 busy.append(node)
                 continue
-            claims[node] = {"request": request_id, "pid": os.getpid(), "started": me}
+            claims[node] = {
+                "request": request_id,
+                "pid": os.getpid(),
+                "started": me,
+                "host": socket.gethostname(),
+                "at": time.time(),
+            }
             mine.append(node)
         write_json(path, claims)
     return mine, busy

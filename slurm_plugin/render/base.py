@@ -5,7 +5,9 @@ holds everything else — ClusterName, SlurmctldHost (primary and backup), munge
 file system, plugins, accounting, logs, health check — and ends with `Include` of the fragment file, so no key is set
 twice. The one key both need, SlurmctldParameters, is written here only: render with
 `RenderOptions(slurmctld_parameters_in_base=True)` and this file carries `enable_configless` plus the fragment's own
-parameters (`FRAGMENT_SLURMCTLD_PARAMETERS`), because Slurm keeps only the last SlurmctldParameters line.
+parameters (`PRODUCT_SLURMCTLD_PARAMETERS`), because Slurm keeps only the last SlurmctldParameters line; a site's own
+SlurmctldParameters (clusters[].slurm_settings) replaces this line with the merged list, written in the fragments'
+`custom` part (render/parameter_lists.py).
 Compute nodes run `slurmd --conf-server <controllers>` (configless) and get this file and its fragments from slurmctld.
 The controller hostnames are known only at boot, so they come in through `BaseSettings`.
 """
@@ -17,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from cluster_config import Cluster, ElasticSlurmConfig
-from cluster_config.slurm_settings import SettingValue, drop_replaced, setting_lines
+from cluster_config.slurm_settings import PRODUCT_SLURMCTLD_PARAMETERS, SettingValue, drop_replaced, setting_lines
 from slurm_plugin.render import rest_api
-from slurm_plugin.render.cluster import FRAGMENT_SLURMCTLD_PARAMETERS, HEADER
+from slurm_plugin.render.cluster import HEADER
 from slurm_plugin.render.manifest import RenderError, shared_mount
 
 __all__ = [
@@ -150,7 +152,7 @@ def _controllers(cluster: Cluster, settings: BaseSettings) -> list[str]:
         "# primary, then backup: the backup takes over from the state on the shared file system",
         *(f"SlurmctldHost={name}({addr})" if addr else f"SlurmctldHost={name}" for name, addr in parsed),
         "# configless: compute nodes run `slurmd --conf-server <controllers>` and fetch this file from slurmctld",
-        f"SlurmctldParameters={','.join(('enable_configless', *FRAGMENT_SLURMCTLD_PARAMETERS))}",
+        f"SlurmctldParameters={','.join(PRODUCT_SLURMCTLD_PARAMETERS)}",
         f"StateSaveLocation={state}",
     ]
     if settings.slurmctld_port is not None:
@@ -216,7 +218,7 @@ def _plugins(settings: BaseSettings) -> list[str]:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "SchedulerType=sched/backfill",
-        "# MPI: no default plugin; jobs choose with `srun --mpi=pmix` (the image's Slurm build decides what exists)",
+        "# MPI: no default plugin; MPI jobs ask `srun --mpi=pmix` (the images build mpi/pmix: docs/images.md)",
         "MpiDefault=none",
         "JobAcctGatherType=jobacct_gather/cgroup",
         *(["SlurmdParameters=config_overrides"] if settings.config_overrides else []),

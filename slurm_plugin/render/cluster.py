@@ -15,14 +15,20 @@ from dataclasses import dataclass
 
 from cluster_config import Cluster, ElasticSlurmConfig, Partition
 from cluster_config.allocation_checks import socket_unit
-from cluster_config.slurm_settings import drop_replaced, merge_line_settings, overridden, setting_lines
+from cluster_config.slurm_settings import (
+    PRODUCT_SLURMCTLD_PARAMETERS,
+    drop_replaced,
+    merge_line_settings,
+    overridden,
+    setting_lines,
+)
 from slurm_plugin.bootwatch import DEFAULT_DIR as BOOTWATCH_DIR
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
-from slurm_plugin.powersave.spare import spares_dir
+from slurm_plugin.powersave.state import plugin_state_dir
 from slurm_plugin.render.gres import gres_conf_lines
-from slurm_plugin.render.manifest import RenderError, build_manifest
+from slurm_plugin.render.manifest import RenderError, build_manifest, shared_mount
 from slurm_plugin.render.nodes import PoolNodes, node_lines, render_pool
 from slurm_plugin.render.parameter_lists import custom_settings, launch_lines
 from slurm_plugin.render.topology import initial_topology, topology_lines
@@ -38,7 +44,7 @@ EXCLUSIVE_KEY_SINCE = (26, 5)  # the Slurm release whose partitions take `Exclus
 # written by the fragment, or by render_base (merged with enable_configless) when `slurmctld_parameters_in_base`
 # power_save_interval=1: the power-save thread runs every second; its default (10 s, sooner "if there are any node state
 # changes", a test in whole seconds that misses some) let a cold job wait up to 2.5 s for ResumeProgram (bench/README.md)
-FRAGMENT_SLURMCTLD_PARAMETERS = ("idle_on_node_suspend", "power_save_interval=1")
+FRAGMENT_SLURMCTLD_PARAMETERS = tuple(p for p in PRODUCT_SLURMCTLD_PARAMETERS if p != "enable_configless")
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class RenderOptions:
     suspend_program: str = f"{PREFIX}/bin/slurm-suspend"
     resume_fail_program: str = f"{PREFIX}/bin/slurm-resume-fail"
     prolog_program: str | None = f"{PREFIX}/bin/prolog-wait-for-boot.sh"
-    state_dir: str = "/var/lib/elastic-slurm"
+    state_dir: str | None = None  # None: state.plugin_state_dir (the shared file system with two controllers)
     log_file: str = "/var/log/elastic-slurm/plugin.log"
     prolog_log: str | None = "/var/log/elastic-slurm/prolog.log"  # one line per prolog decision
     instance_cache_path: str = "/etc/elastic-slurm/instance-cache.json"  # written by the controller boot
@@ -97,29 +103,42 @@ def render_cluster(
         for pool in part.pools
     ]
     ports = _ports(pools, opts.slurmd_port_base)
+    # AccountingStorageTRES=gres/gpu when a pool has GPUs and slurmdbd records them (render/parameter_lists.py)
+    gpu_tres = config.accounting.mode != "none" and any(nodes.size.gpus for _, nodes in pools)
     fragments = {
         "power_save": _text(_power_save(cluster, pools, opts)),
         "preemption": _text(_preemption(cluster)),
         "nodes": _text(_nodes(pools, ports)),
         "partitions": _text(_partitions(cluster, pools, federated=_federated(config, cluster))),
         "licenses": _text(_licenses(config, cluster)),
-        "launch": _text(launch_lines(cluster)),
+        "launch": _text(
+            [
+                *launch_lines(cluster, gpu_tres),
+                # a job keeps its submit host's limits but MEMLOCK, which stays slurmd's (LimitMEMLOCK=infinity in its
+                # unit): EFA/NCCL jobs pin their buffers (a login node's 8 MiB would follow them). Slurm ignores a
+                # site's PropagateResourceLimits beside this line: a site's either key replaces it (slurm_settings
+                # EXCLUSIVE)
+                "PropagateResourceLimitsExcept=MEMLOCK",
+            ]
+        ),
         **({"topology": _text(topology_lines(cluster))} if topology_lines(cluster) else {}),
     }
     if cluster.slurm_settings:  # the user's slurm.conf settings come last and replace the product's same keys
         fragments = {
             name: _text(drop_replaced(text.splitlines(), cluster.slurm_settings)) for name, text in fragments.items()
         }
-        # a user's LaunchParameters/SchedulerParameters keeps the product's parameters (render/parameter_lists.py):
-        # Slurm keeps only the last line
-        custom = ["# ---- clusters[].slurm_settings of the config", *setting_lines(custom_settings(cluster))]
+        # a user's LaunchParameters/SchedulerParameters/SlurmctldParameters/AccountingStorageTRES keeps the product's
+        # parameters (render/parameter_lists.py): Slurm keeps only the last line
+        slurmctld = PRODUCT_SLURMCTLD_PARAMETERS if opts.slurmctld_parameters_in_base else FRAGMENT_SLURMCTLD_PARAMETERS
+        merged = custom_settings(cluster, slurmctld, gpu_tres)
+        custom = ["# ---- clusters[].slurm_settings of the config", *setting_lines(merged)]
         fragments["custom"] = _text(custom)
     gres = gres_conf_lines(config, cluster, [nodes for _, nodes in pools])
     manifest = build_manifest(
         cluster,
         infra,
         instance_cache_path=opts.instance_cache_path,
-        state_dir=opts.state_dir,
+        state_dir=opts.state_dir or plugin_state_dir(cluster.name, cluster.controller.count, shared_mount(cluster)),
         log_file=opts.log_file,
         slurm_bin_dir=opts.slurm_bin_dir,
         slurm_conf=opts.slurm_conf,
@@ -167,9 +186,12 @@ def _power_save(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]], opts
     # no PrivateData: CLOUD nodes show by default since 23.02 (its `cloud` flag is a no-op); a site may set its own
     # (clusters[].slurm_settings.PrivateData, e.g. jobs,usage,users) to hide other users' jobs
     yield "ReturnToService=2"
-    if opts.prolog_program:
+    if opts.prolog_program and timers.early_start:  # clusters[].slurm.early_start (docs/cold-start.md)
         yield "# starts jobs on freshly booted nodes at once instead of at slurmctld's next 30 s pass; no PrologFlags"
         yield f"PrologSlurmctld={opts.prolog_program}"
+    if cluster.directory is not None and cluster.directory.pam_slurm_adopt:  # docs/users.md (H8b, issue 30)
+        yield "# pam_slurm_adopt on compute nodes: every job gets an extern step that adopts its user's SSH sessions"
+        yield "PrologFlags=Contain"
     always_on = [name for _, nodes in pools for name in nodes.names[: _min_nodes(cluster, nodes)]]
     if always_on:
         yield "# always-on nodes (min_nodes of each pool) are never powered down"
@@ -215,7 +237,9 @@ def _partitions(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]], fede
         yield "EnforcePartLimits=ANY"
     for _, nodes in pools:
         yield f"NodeSet={nodes.nodeset} Nodes={nodes.hostlist}"
-    grace = cluster.preemption.grace_time if cluster.preemption.type != "none" else 0
+    # a partition's GraceTime counts with partition_priority only; with qos, Slurm reads the preempted job's QOS
+    # (sacctmgr GraceTime, set by slurm-accounting-apply: slurm_plugin/accounting/diff.py)
+    grace = cluster.preemption.grace_time if cluster.preemption.type == "partition_priority" else 0
     # a cluster-wide DefMemPer* of the config's slurm_settings applies to every partition: no partition value then
     cluster_default_memory = overridden("DefMemPerCPU", cluster.slurm_settings)
     if not cluster_default_memory and any(p.allocation == "shared" for p in cluster.partitions):
@@ -292,9 +316,6 @@ def _prolog_env(cluster: Cluster, opts: RenderOptions) -> Iterator[str]:
     if opts.slurm_conf:
         yield f"SLURM_CONF={shlex.quote(opts.slurm_conf)}"
     yield f"WAIT_LIMIT={cluster.slurm.resume_timeout}"
-    yield "# the early launch: the job's powered-down nodes to a waiting spare resume worker (slurm-resume --early)"
-    yield f"RESUME_PROGRAM={shlex.quote(opts.resume_program)}"
-    yield f"SPARES_DIR={shlex.quote(spares_dir(opts.state_dir))}"
     yield "# the controller's boot watch (slurm_plugin/bootwatch.py) wakes the prolog when the job's nodes are up"
     yield f"BOOTWATCH_DIR={BOOTWATCH_DIR}"
     if opts.prolog_log:

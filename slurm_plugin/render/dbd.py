@@ -15,6 +15,22 @@ from typing import Any
 from cluster_config.slurm_settings import SettingValue, drop_replaced, setting_lines
 
 DEFAULT_STORAGE_LOC = "slurm_acct_db"
+# The RDS CA bundle (every region's root and intermediate CAs) the image build installs (assets/image-build/aws-tools.sh):
+# slurmdbd reaches the database over TLS and checks its certificate against it (StorageParameters=SSL_CA, read by
+# Slurm's mysql_ssl_set); the database refuses clear-text connections (require_secure_transport, stacks/accounting.py)
+RDS_CA_BUNDLE = "/opt/elastic-slurm/share/rds-global-bundle.pem"
+# How long slurmdbd keeps records (slurmdbd.conf(5) Purge*After; Slurm's own default is forever, and the database
+# grows with every job step): two years of jobs and usage for sreport and `elastic-slurm cost`, one year of the rest.
+# `accounting.slurmdbd_settings` replaces any of them (e.g. PurgeJobAfter: 60month) or adds Archive* settings.
+PURGE_DEFAULTS = (
+    ("PurgeEventAfter", "12month"),
+    ("PurgeJobAfter", "24month"),
+    ("PurgeResvAfter", "12month"),
+    ("PurgeStepAfter", "12month"),
+    ("PurgeSuspendAfter", "12month"),
+    ("PurgeTXNAfter", "12month"),
+    ("PurgeUsageAfter", "24month"),
+)
 # slurm.conf-style parsing: '#' starts a comment, whitespace ends a value, quotes are taken literally.
 _UNSAFE = set("#\"' \t\n\\")
 
@@ -30,6 +46,7 @@ class DbdPaths:
     log_file: str = "/var/log/slurm/slurmdbd.log"
     pid_file: str = "/run/slurmdbd/slurmdbd.pid"  # slurmdbd runs as slurm: its unit's RuntimeDirectory
     port: int = 6819
+    ssl_ca: str = RDS_CA_BUNDLE  # the CA slurmdbd checks the database's certificate with (the local cloud: its own)
 
 
 def _field(secret: dict[str, Any], key: str) -> str:
@@ -57,6 +74,8 @@ def render_slurmdbd_conf(
     host, port = _field(secret, "host"), _field(secret, "port")
     if not port.isdigit():
         raise DbdConfigError(f"secret: 'port' must be a number, got {port!r}")
+    if not paths.ssl_ca.startswith("/") or _UNSAFE & set(paths.ssl_ca) or "," in paths.ssl_ca:
+        raise DbdConfigError(f"ssl_ca: not an absolute path slurmdbd.conf can hold: {paths.ssl_ca!r}")
     if not dbd_host or _UNSAFE & set(dbd_host):
         raise DbdConfigError(f"--dbd-host: not a host name: {dbd_host!r}")
     custom = settings or {}
@@ -74,6 +93,8 @@ def render_slurmdbd_conf(
         f"StoragePort={port}",
         f"StorageUser={_field(secret, 'username')}",
         f"StoragePass={_field(secret, 'password')}",
+        *(f"{key}={value}" for key, value in PURGE_DEFAULTS),
+        f"StorageParameters=SSL_CA={paths.ssl_ca}",  # TLS to the database, its certificate checked
         f"StorageLoc={storage_loc}",
     ]
     if custom:  # the user's settings come last and replace the product's same keys

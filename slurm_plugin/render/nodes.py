@@ -2,7 +2,13 @@
 
 A pool is sized from the instance cache. A pool with several instance types gets the SMALLEST size of them, so a job
 that fits the node fits whatever type is launched; a pool with `disable_hyperthreading` counts physical cores as CPUs
-(its nodes take their sibling threads offline at boot, assets/bootstrap/elastic-slurm-smt-off). Weight prefers cheap
+(its nodes take their sibling threads offline at boot, assets/bootstrap/elastic-slurm-smt-off). The NodeName line
+gives the core layout too (`Sockets=1 CoresPerSocket=<cores> ThreadsPerCore=<threads>`, from DescribeInstanceTypes'
+DefaultCores/DefaultThreadsPerCore in the cache), so `select/cons_tres` with CR_Core allocates whole cores as the
+hardware has them. EC2 publishes no socket count: one socket of all cores keeps the totals Slurm compares at
+registration (CPUs, sockets x cores) equal to the hardware's, while slurmd binds tasks to the layout it detects. A pool
+whose types differ in threads per core, or a cache entry without cores (written before they were recorded), gets
+`CPUs=` only, as Slurm then assumes one core per CPU. Weight prefers cheap
 capacity: cheaper pools get lower weights (Slurm fills the lowest weight first); spot is cheaper than on-demand;
 without a price, a vCPU-based estimate is used.
 """
@@ -14,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cluster_config import Cluster, Partition, Pool, PurchaseOption, node_name, pool_azs, region_of_az
-from cluster_config.slurm_settings import SettingValue, merge_line_settings
+from cluster_config.slurm_settings import NODE_TOPOLOGY_KEYS, SettingValue, merge_line_settings
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache, InstanceTypeInfo
 
@@ -41,6 +47,8 @@ class PoolSize:
     gpus: int
     architecture: str
     families: tuple[str, ...]
+    # (cores, threads per core) of the smallest type, with cores * threads == cpus; None: CPUs= only
+    topology: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,13 +92,30 @@ def pool_size(infos: list[InstanceTypeInfo], types: list[str], one_thread_per_co
     the pool's nodes run one thread per core."""
     gpus = min((i.gpus.count if i.gpus else 0) for i in infos)
     families = tuple(dict.fromkeys(t.split(".", 1)[0] for t in types))
+    cpus = min((i.physical_cores if one_thread_per_core else i.vcpus) for i in infos)
     return PoolSize(
-        cpus=min((i.physical_cores if one_thread_per_core else i.vcpus) for i in infos),
+        cpus=cpus,
         real_memory=real_memory_mib(min(i.memory_mib for i in infos)),
         gpus=gpus,
         architecture=infos[0].architecture,
         families=families,
+        topology=core_layout(infos, cpus, one_thread_per_core),
     )
+
+
+def core_layout(infos: list[InstanceTypeInfo], cpus: int, one_thread_per_core: bool) -> tuple[int, int] | None:
+    """(cores, threads per core) the pool's NodeName line gives, or None (CPUs= only): every type's cores and threads
+    must be known and its threads per core the same (1 where the nodes run one thread per core), and cores x threads
+    must make the pool's CPUs."""
+    known = [(i.cores, i.threads_per_core) for i in infos if i.cores is not None and i.threads_per_core is not None]
+    if len(known) != len(infos):
+        return None
+    threads = {1 if one_thread_per_core else per_core for _, per_core in known}
+    if len(threads) != 1:
+        return None
+    (per_core,) = threads
+    cores = min(count for count, _ in known)
+    return (cores, per_core) if cores * per_core == cpus else None
 
 
 def pool_cost(pool: Pool, infos: list[InstanceTypeInfo], azs: list[str]) -> tuple[float, str]:
@@ -147,11 +172,21 @@ def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: Insta
 
 def node_attributes(nodes: PoolNodes) -> str:
     """The attributes after `NodeName=...` (shared by every node of the pool)."""
-    pairs = [("CPUs", str(nodes.size.cpus)), ("RealMemory", str(nodes.size.real_memory))]
+    pairs = [("CPUs", str(nodes.size.cpus)), *_topology_pairs(nodes), ("RealMemory", str(nodes.size.real_memory))]
     if nodes.size.gpus:
         pairs.append(("Gres", f"gpu:{nodes.size.gpus}"))
     pairs += [("Features", ",".join(nodes.features)), ("Weight", str(nodes.weight)), ("State", "CLOUD")]
     return " ".join(merge_line_settings(pairs, nodes.settings))
+
+
+def _topology_pairs(nodes: PoolNodes) -> list[tuple[str, str]]:
+    """Sockets/CoresPerSocket/ThreadsPerCore of the pool, unless it has no known layout or its slurm_settings set a
+    topology key themselves (then the site gives the whole layout: a half-replaced one would not add up)."""
+    mine = {key.lower() for key in nodes.settings}
+    if nodes.size.topology is None or any(key.lower() in mine for key in NODE_TOPOLOGY_KEYS):
+        return []
+    cores, threads = nodes.size.topology
+    return [("Sockets", "1"), ("CoresPerSocket", str(cores)), ("ThreadsPerCore", str(threads))]
 
 
 def node_lines(nodes: PoolNodes, types: list[str], ports: dict[str, int] | None) -> Iterator[str]:

@@ -5,13 +5,26 @@ names on uids, login nodes for the users' shells, compute nodes for the job's us
 `directory` section is an SSM parameter (JSON, `section_json`); at boot assets/bootstrap/elastic-slurm-directory
 reads it and the bind password from Secrets Manager and runs `elastic-slurm render-sssd`, which writes this text with
 mode 0600 (sssd refuses a file others can read).
+
+On controllers the same script adds a snippet (`render_access_conf`, written by `python -m slurm_plugin.render.sssd`)
+in /etc/sssd/conf.d/ that limits logins to `directory.controller_login_groups` through sssd's simple access provider
+(or denies every directory user without groups): slurmctld, the munge key and the database secret live there, and
+the shared /home is mounted, so any directory user's shell there would be one step from them (issue 30). sssd merges
+the snippet over sssd.conf; the access provider decides PAM's account phase only, so name lookups (slurmctld putting
+names on uids) are unchanged, and local accounts (root, Session Manager's ssm-user) never reach sssd.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-from cluster_config.model_access import Directory
+from cluster_config.model_access import GROUP_NAME_PATTERN, Directory
 
 DOMAIN = "directory"
 # system accounts the directory must never shadow
@@ -87,3 +100,62 @@ def render_sssd_conf(directory: Directory, bind_password: str | None) -> str:
         *(f"{key} = {value}" for key, value in domain.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+# the controllers' access snippet, read by sssd after sssd.conf (sssd.conf(5), "conf.d")
+ACCESS_SNIPPET = "50-elastic-slurm-access.conf"
+
+
+def render_access_conf(directory: Directory, role: str) -> str | None:
+    """The conf.d snippet of a node of `role`: on a controller, the simple access provider admitting the members of
+    `controller_login_groups` (or `deny` without any: sssd's simple provider admits everyone when its lists are
+    empty); None on other nodes (their domain's own access settings apply)."""
+    if role != "controller":
+        return None
+    bad = [g for g in directory.controller_login_groups if not re.fullmatch(GROUP_NAME_PATTERN, g)]
+    if bad:  # validated at `validate` already; refused again at the sink
+        raise SssdConfigError(f"directory.controller_login_groups: {bad[0][:64]!r} is not a group name")
+    lines = [
+        "# written at boot by elastic-slurm-directory on controllers: only clusters[].directory.controller_login_groups",
+        f"[domain/{DOMAIN}]",
+    ]
+    if directory.controller_login_groups:
+        lines += ["access_provider = simple", f"simple_allow_groups = {', '.join(directory.controller_login_groups)}"]
+    else:
+        lines += ["access_provider = deny"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write (or remove, on other roles) the access snippet of this node; one line and status 2 on a bad section."""
+    parser = argparse.ArgumentParser(
+        prog="python -m slurm_plugin.render.sssd",
+        description="Write the sssd conf.d snippet limiting a controller's logins to directory.controller_login_groups.",
+    )
+    parser.add_argument("--role", required=True, choices=["controller", "compute", "login"], help="this node's role")
+    parser.add_argument("--directory-json", required=True, metavar="FILE", help="the directory parameter's value")
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help=f"the snippet, e.g. /etc/sssd/conf.d/{ACCESS_SNIPPET}"
+    )
+    args = parser.parse_args(argv)
+    try:
+        text = render_access_conf(load_section(Path(args.directory_json).read_text(encoding="utf-8")), args.role)
+    except (OSError, SssdConfigError) as exc:
+        print(f"render-sssd-access: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if text is None:
+        out.unlink(missing_ok=True)
+        return 0
+    temp = out.with_name(f".{out.name}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(temp, 0o600)  # sssd refuses a snippet others can read
+    os.replace(temp, out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

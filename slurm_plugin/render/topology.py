@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster_config import Cluster, node_name
-from slurm_plugin.hostlists import compress
+from slurm_plugin.hostlists import compress, expand
 
 TOPOLOGY_CONF_NAME = "topology.conf"
 TOPOLOGY_PLUGIN = "topology/tree"
@@ -36,6 +36,8 @@ HEADER = (
 # A name Slurm's hostlist parser gives back unchanged: letters, digits and '-', no long trailing number (Slurm reads
 # a trailing number as an unsigned long: 20 digits and more would overflow).
 _SWITCH = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+_CONF_SWITCH = re.compile(r"^\s*SwitchName=(\S+)")
+_CONF_FIELD = re.compile(r"\s(Nodes|Switches)=(\S+)")
 _TRAILING_DIGITS = re.compile(r"\d{19,}$")
 
 
@@ -129,6 +131,30 @@ def _join(path: tuple[str, ...], parent: dict[str, str]) -> bool:
             above = trial.get(above)
     parent.update(new)
     return True
+
+
+def node_paths(text: str) -> dict[str, tuple[str, ...]]:
+    """A tree as topology.conf or `scontrol show topology` gives it -> node -> its switches from the root down to its
+    leaf: what `scontrol update NodeName=... Topology=default:<root>:...:<leaf>` takes (Slurm 25.05+). A switch with
+    `Switches=` is an inner one (`show topology` lists its nodes too); one with only `Nodes=` is a leaf."""
+    parent: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        switch = _CONF_SWITCH.match(line)
+        if not switch:
+            continue
+        fields = dict(_CONF_FIELD.findall(line))
+        if "Switches" in fields:
+            parent.update(dict.fromkeys(fields["Switches"].split(","), switch[1]))
+        elif "Nodes" in fields and fields["Nodes"] != "(null)":
+            members[switch[1]] = expand(fields["Nodes"])
+    paths: dict[str, tuple[str, ...]] = {}
+    for leaf, nodes in members.items():
+        path = [leaf]
+        while path[-1] in parent and parent[path[-1]] not in path:
+            path.append(parent[path[-1]])
+        paths.update(dict.fromkeys(nodes, tuple(reversed(path))))
+    return paths
 
 
 def pool_node_names(pools: Sequence[tuple[str, str, int]]) -> list[PoolNodeNames]:

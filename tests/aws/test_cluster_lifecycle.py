@@ -105,7 +105,7 @@ def test_update_of_a_cluster_never_deployed(
     endpoint: EmulatedAws, tmp_path: Path, capsys: pytest.CaptureFixture[str], cdk_calls: list[list[str]]
 ) -> None:
     name = _name("new")
-    assert cli.main(["cluster", "update", str(_config(tmp_path, name)), "--dryrun"]) == 2
+    assert cli.main(["cluster", "update", str(_config(tmp_path, name)), "--dryrun"]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"elastic-slurm cluster: no deployed cluster in this file: {name} (us-east-1) has no")
     assert cdk_calls == []
@@ -134,7 +134,7 @@ def test_create_refuses_a_deployed_cluster(
     assert cli.main(["cluster", "create", str(path)]) == 0  # not deployed yet: deploys
     assert cdk_calls == [cdk.deploy_command(path)]
     _deploy(endpoint, path)
-    assert cli.main(["cluster", "create", str(path)]) == 2
+    assert cli.main(["cluster", "create", str(path)]) == 1
     assert f"cluster {name} is deployed already in us-east-1" in capsys.readouterr().err
     assert len(cdk_calls) == 1
 
@@ -194,7 +194,7 @@ def test_status_shows_stacks_controllers_and_config(
 
 def test_status_of_an_unknown_cluster(endpoint: EmulatedAws, capsys: pytest.CaptureFixture[str]) -> None:
     name = _name("none")
-    assert cli.main(["cluster", "status", name, "--region", REGION]) == 2
+    assert cli.main(["cluster", "status", name, "--region", REGION]) == 1
     assert capsys.readouterr().err.strip() == (
         f"elastic-slurm cluster: not deployed: {name} ({REGION}): no es-NAME-* stack, controller or config-url parameter"
     )

@@ -1,5 +1,5 @@
 """`elastic-slurm fleet stop|start|status` against the emulated AWS: the wish lands in the cluster's fleet parameter,
-which the cluster manager reads (slurm_plugin.manager.fleet.wanted); an unknown cluster is one line, exit 2."""
+which the cluster manager reads (slurm_plugin.manager.fleet.wanted); an unknown cluster is one line, exit 1."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_garbled_wish_keeps_the_last_one_applied(aws: EmulatedAws, deployed: s
 
 
 def test_an_unknown_cluster_is_one_line(deployed: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fleet", "stop", "nosuchcluster"]) == 2
+    assert main(["fleet", "stop", "nosuchcluster"]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"elastic-slurm fleet: NAME: no cluster 'nosuchcluster' is deployed in {REGION}"
 

@@ -26,7 +26,7 @@ from tests.cdk.conftest import REPO_ROOT, Assembly, offline_env
 pytestmark = pytest.mark.cdk
 
 EXAMPLES = REPO_ROOT / "cluster_config" / "examples"
-NODES_GROUP = {"Fn::GetAtt": [Match.string_like_regexp("^Nodes"), "GroupId"]}
+COMPUTE_GROUP = {"Fn::GetAtt": [Match.string_like_regexp("^Compute"), "GroupId"]}
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,12 @@ def test_slurm_conf_sets_the_srun_port_range_the_peered_groups_open(template: Ca
     )
 
 
-def test_cluster_members_reach_each_other_on_every_port_and_protocol(template: Callable[[str, str], Template]) -> None:
+def test_compute_nodes_reach_each_other_on_every_port_and_protocol(template: Callable[[str, str], Template]) -> None:
+    """MPI/NCCL/EFA between the nodes of a job (every other flow: tests/contracts/test_network_flows.py)."""
     for config, stack in [("minimal", "es-minimal-network"), ("multi-az-gpu", "es-gpu-network")]:
         template(config, stack).has_resource_properties(
             "AWS::EC2::SecurityGroupIngress",
-            {"IpProtocol": "-1", "GroupId": NODES_GROUP, "SourceSecurityGroupId": NODES_GROUP},
+            {"IpProtocol": "-1", "GroupId": COMPUTE_GROUP, "SourceSecurityGroupId": COMPUTE_GROUP},
         )
 
 

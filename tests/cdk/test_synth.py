@@ -83,11 +83,11 @@ def test_largest_example_is_the_one_checked_for_limits(assemblies: dict[str, Ass
     assert all(p.stat().st_size < MAX_TEMPLATE_BYTES for p in assemblies[largest].templates.values())
 
 
-def test_synth_of_an_invalid_config_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:
+def test_synth_of_an_invalid_config_prints_one_line_per_problem_and_exits_3(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("clusters:\n  - name: Bad_Name\n    region: us-east-1\n", encoding="utf-8")
     result = synth_once(bad, tmp_path / "out")
-    assert result.returncode == 2
+    assert result.returncode == 3  # invalid config (docs/cli.md)
     assert "Traceback" not in result.stderr
     assert "clusters[0].name" in result.stderr
     assert not (tmp_path / "out").exists()

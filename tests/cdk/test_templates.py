@@ -121,14 +121,16 @@ def test_mariadb_accounting_is_encrypted_protected_and_snapshotted_on_delete(tem
     accounting.has_resource("AWS::RDS::DBInstance", {"DeletionPolicy": "Snapshot"})
 
 
-def test_database_port_is_open_only_to_cluster_members(template: TemplateOf) -> None:
+def test_database_port_is_open_only_to_the_controllers(template: TemplateOf) -> None:
+    """slurmdbd on the controllers is the database's only client (issue 30 #9): its one ingress names their group."""
     accounting = template("federation", "es-east-accounting")
+    accounting.resource_count_is("AWS::EC2::SecurityGroupIngress", 1)
     accounting.has_resource_properties(
         "AWS::EC2::SecurityGroupIngress",
         {
             "FromPort": 3306,
             "ToPort": 3306,
-            "SourceSecurityGroupId": {"Fn::ImportValue": Match.string_like_regexp("Nodes")},
+            "SourceSecurityGroupId": {"Fn::ImportValue": Match.string_like_regexp("Controllers")},
         },
     )
 
@@ -219,16 +221,19 @@ def test_ssh_is_open_only_to_the_configured_cidrs(assemblies: dict[str, Assembly
     assert "SecurityGroupIngress" not in next(sg for k, sg in minimal.items() if "/Ssh" in k)["Properties"]
 
 
-def test_slurm_ports_are_open_only_between_cluster_members(assemblies: dict[str, Assembly]) -> None:
+def test_all_traffic_is_open_only_between_compute_nodes(assemblies: dict[str, Assembly]) -> None:
+    """No CIDR reaches a host group inline, and the only all-traffic rule is the compute group's own (MPI, EFA):
+    every other flow is a port rule the network contract checks (tests/contracts/test_network_flows.py)."""
     resources = assemblies["minimal"].template_json("es-minimal-network")["Resources"]
-    (nodes_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::EC2::SecurityGroup" and k.startswith("Nodes")]
-    assert "SecurityGroupIngress" not in resources[nodes_id]["Properties"]  # no CIDR may reach the members
-    into_nodes = [
-        r["Properties"]
+    groups = {k for k, r in resources.items() if r["Type"] == "AWS::EC2::SecurityGroup"}
+    assert all("SecurityGroupIngress" not in resources[g]["Properties"] for g in groups)
+    all_traffic = [
+        (r["Properties"]["GroupId"]["Fn::GetAtt"][0], r["Properties"]["SourceSecurityGroupId"]["Fn::GetAtt"][0])
         for r in resources.values()
-        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["GroupId"]["Fn::GetAtt"][0] == nodes_id
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["IpProtocol"] == "-1"
     ]
-    assert [(r["IpProtocol"], r["SourceSecurityGroupId"]["Fn::GetAtt"][0]) for r in into_nodes] == [("-1", nodes_id)]
+    (compute,) = [g for g in groups if g.startswith("Compute")]
+    assert all_traffic == [(compute, compute)]
 
 
 def test_new_vpc_has_endpoints_flow_logs_and_a_single_nat(template: TemplateOf) -> None:

@@ -122,14 +122,21 @@ def cluster_flows(config: ElasticSlurmConfig, cluster: Cluster, roles: Mapping[s
         Flow(ctl, cmp, "tcp", port["slurmd"], "slurmd"),
         Flow(cmp, cmp, "tcp", port["slurmd"], "slurmd"),  # message fan-out between slurmd
         Flow(cmp, cmp, "tcp", port["srun"], "srun"),  # srun inside a batch job
+        Flow(cmp, cmp, ALL, (0, 65535), "mpi"),  # MPI/NCCL between the nodes of a job: any port
+        Flow(ctl, cmp, "tcp", port["srun"], "srun"),  # slurmctld's messages to an srun inside a batch job
         Flow(ctl, ctl, "tcp", port["slurmctld"], "slurmctld"),  # backup ↔ primary
         Flow(login, ctl, "tcp", port["slurmctld"], "slurmctld"),  # sackd and the client commands
         Flow(login, cmp, "tcp", port["slurmd"], "slurmd"),  # srun/salloc from the login node
         Flow(cmp, login, "tcp", port["srun"], "srun"),
         Flow(ctl, login, "tcp", port["srun"], "srun"),
+        Flow(ctl, login, "tcp", port["slurmd"], "sackd"),  # slurmctld pushes new configs to sackd (sackd(8) --port)
     ]
+    if cluster.directory is not None and cluster.directory.pam_slurm_adopt:  # users SSH into their jobs' nodes
+        wanted.append(Flow(login, cmp, "tcp", (22, 22), "ssh"))
     if config.accounting.mode != "none":
         wanted.append(Flow(ctl, ctl, "tcp", port["slurmdbd"], "slurmdbd"))  # slurmctld → slurmdbd (controller 0)
+        if name == config.accounting_host:  # sacct, sreport on login nodes (slurmdbd of the accounting host)
+            wanted.append(Flow(login, ctl, "tcp", port["slurmdbd"], "slurmdbd"))
         wanted.append(Flow(ctl, f"{name}/database", "tcp", (DB_PORT, DB_PORT), "database"))
     for label, proto, ports, both in _storage_ports(cluster):
         for kind in CLIENT_KINDS:
@@ -142,7 +149,13 @@ def cluster_flows(config: ElasticSlurmConfig, cluster: Cluster, roles: Mapping[s
     wanted += [
         Flow(remote, ctl, "tcp", port["slurmctld"], "slurmctld"),
         Flow(ctl, remote, "tcp", port["slurmd"], "slurmd"),
+        Flow(ctl, remote, "tcp", port["srun"], "srun"),
+        Flow(login, remote, "tcp", port["slurmd"], "slurmd"),
+        Flow(remote, login, "tcp", port["srun"], "srun"),
+        Flow(remote, remote, ALL, (0, 65535), "mpi"),
         Flow(remote, f"{name}/storage", "tcp", (2049, 2049), "nfs"),
+        # the operator's Prometheus/ADOT host carries the monitoring group (docs/observability.md)
+        Flow(f"{name}/monitoring", ctl, "tcp", (EXPORTER_PORT, EXPORTER_PORT), "exporter"),
     ]
     for cidr in cluster.ssh_allowed_cidrs:
         wanted += [Flow(f"ssh:{cidr}", ctl, "tcp", (22, 22), "ssh"), Flow(f"ssh:{cidr}", login, "tcp", (22, 22), "ssh")]
@@ -167,6 +180,31 @@ def federation_flows(config: ElasticSlurmConfig, roles: Mapping[str, Role]) -> l
             flows.append(Flow(f"{source}/controller", f"{target}/controller", "tcp", port["slurmctld"], "slurmctld"))
             if target == host and config.accounting.mode != "none":
                 flows.append(Flow(f"{source}/controller", f"{target}/controller", "tcp", port["slurmdbd"], "slurmdbd"))
+            # interactive jobs: srun/salloc on the source's login nodes runs steps on the target's compute nodes,
+            # whose slurmstepd and slurmctld call the srun back (federation.shtml: every compute node reachable from
+            # every submission host)
+            back = rendered_ports(config, config.cluster(source))
+            flows.append(Flow(f"{source}/login", f"{target}/compute", "tcp", port["slurmd"], "slurmd"))
+            flows.append(Flow(f"{target}/controller", f"{source}/login", "tcp", back["srun"], "srun"))
+            flows.append(Flow(f"{target}/compute", f"{source}/login", "tcp", back["srun"], "srun"))
+    return [f for f in flows if f.source in roles and f.destination in roles]
+
+
+def onprem_flows(config: ElasticSlurmConfig, roles: Mapping[str, Role]) -> list[Flow]:
+    """From each address range of each on-prem site (`onprem:{site}:{cidr}`, its controller and submit hosts): the
+    slurmctld of every cluster it bursts to, and slurmdbd on the accounting host's controllers
+    (docs/onprem-burst.md)."""
+    flows = []
+    for site in config.onprem_clusters:
+        for cidr in site.cidrs:
+            source = f"onprem:{site.name}:{cidr}"
+            for name in site.burst_to:
+                port = rendered_ports(config, config.cluster(name))
+                flows.append(Flow(source, f"{name}/controller", "tcp", port["slurmctld"], "slurmctld"))
+            if config.accounting.mode != "none":
+                host = config.accounting_host
+                port = rendered_ports(config, config.cluster(host))
+                flows.append(Flow(source, f"{host}/controller", "tcp", port["slurmdbd"], "slurmdbd"))
     return [f for f in flows if f.source in roles and f.destination in roles]
 
 
@@ -182,9 +220,9 @@ def listeners(config: ElasticSlurmConfig, cluster: Cluster) -> dict[str, dict[st
     storage = {f"{label}/{proto}/{ports[0]}": (proto, ports) for label, proto, ports, _ in _storage_ports(cluster)}
     return {
         "controller": controller,
-        "compute": {k: slurm[k] for k in ("slurmd", "srun")},
+        "compute": {k: slurm[k] for k in ("slurmd", "srun")} | {"ssh": ("tcp", (22, 22))},
         "remote-compute": {k: slurm[k] for k in ("slurmd", "srun")},
-        "login": {"ssh": ("tcp", (22, 22)), "srun": slurm["srun"]},
+        "login": {"ssh": ("tcp", (22, 22)), "srun": slurm["srun"], "sackd": slurm["slurmd"]},
         "database": {"database": ("tcp", (DB_PORT, DB_PORT))},
         "storage": storage,
     }
@@ -259,6 +297,11 @@ def _tag(props: Mapping[str, Any], key: str) -> str | None:
     return None
 
 
+def _role_tag(resource: Mapping[str, Any]) -> str | None:
+    tags = resource.get("Properties", {}).get("Tags", [])
+    return next((str(t["Value"]) for t in tags if t.get("Key") == TAG_ROLE), None)
+
+
 def _member_groups(kind: str, props: Mapping[str, Any]) -> tuple[str | None, list[Any], list[Any]]:
     """(role kind, every group reference, groups on every EFA interface) of one resource."""
     if kind == "AWS::EC2::LaunchTemplate":
@@ -291,6 +334,15 @@ def roles(
         if cluster is None:
             continue
         remote = stack.startswith(f"es-{cluster}-region-")
+        for logical, resource in template.get("Resources", {}).items():
+            # the monitoring group: no host of ours carries it (the operator's scraper does; its egress is not ours)
+            if (
+                resource["Type"] == "AWS::EC2::SecurityGroup"
+                and _role_tag(resource) == "monitoring"
+                and stack == f"es-{cluster}-network"
+            ):
+                role = found.setdefault(f"{cluster}/monitoring", Role(f"{cluster}/monitoring", external=True))
+                role.groups.add(f"{stack}/{logical}")
         home_cidrs = tuple(str(r) for r in address_ranges(config.cluster(cluster).network))
         for resource in template.get("Resources", {}).values():
             kind, groups, efa = _member_groups(resource["Type"], resource.get("Properties", {}))
@@ -309,6 +361,9 @@ def roles(
             found[f"ssh:{cidr}"] = Role(f"ssh:{cidr}", cidrs=(cidr,), external=True)
         for cidr in member.rest_api.allowed_cidrs if member.rest_api.enabled else []:
             found[f"web:{cidr}"] = Role(f"web:{cidr}", cidrs=(cidr,), external=True)
+    for site in config.onprem_clusters:
+        for cidr in site.cidrs:
+            found[f"onprem:{site.name}:{cidr}"] = Role(f"onprem:{site.name}:{cidr}", cidrs=(cidr,), external=True)
     found["internet"] = Role("internet", cidrs=(ANYWHERE,), external=True)
     return found
 

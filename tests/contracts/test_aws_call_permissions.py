@@ -74,9 +74,11 @@ class _Resolver(Resolver):
 
 def _policies(resolver: Resolver, stack: str, role: str) -> dict[str, Any]:
     result = {}
-    for logical_id, policy in resolver.resources(stack, "AWS::IAM::Policy").items():
-        if {"Ref": role} in policy["Properties"].get("Roles", []):
-            result[logical_id] = resolver.resolve(stack, policy["Properties"]["PolicyDocument"])
+    # CDK moves what exceeds an inline policy's 10,240 characters into customer managed "OverflowPolicy" resources
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for logical_id, policy in resolver.resources(stack, kind).items():
+            if {"Ref": role} in policy["Properties"].get("Roles", []):
+                result[logical_id] = resolver.resolve(stack, policy["Properties"]["PolicyDocument"])
     for index, inline in enumerate(resolver.resources(stack)[role]["Properties"].get("Policies", [])):
         result[f"{role}-inline-{index}"] = resolver.resolve(stack, inline["PolicyDocument"])
     return result

@@ -155,10 +155,11 @@ def role_policies(resolver: Resolver, stack: str, role_id: str, role_name: str) 
     EFS client action and are left out)."""
     role = resolver.resolve(stack, resolver.resources(stack, "AWS::IAM::Role")[role_id]["Properties"])
     result = {f"inline-{p['PolicyName']}": p["PolicyDocument"] for p in role.get("Policies", [])}
-    for lid, policy in resolver.resources(stack, "AWS::IAM::Policy").items():
-        props = resolver.resolve(stack, policy["Properties"])
-        if role_name in props.get("Roles", []):
-            result[lid] = props["PolicyDocument"]
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):  # CDK's overflow policies are managed ones
+        for lid, policy in resolver.resources(stack, kind).items():
+            props = resolver.resolve(stack, policy["Properties"])
+            if role_name in props.get("Roles", []):
+                result[lid] = props["PolicyDocument"]
     return result
 
 

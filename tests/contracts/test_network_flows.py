@@ -3,8 +3,9 @@ their interfaces, and what the groups open beyond the flows is an explicit, docu
 
 Both sides come from our own outputs (tests/contracts/flows.py): the flows from the real slurm.conf render, the
 config's storage, accounting, EFA pools, remote regions and federation; the rules and role memberships from the
-templates of every synthesized example and test config. Negative cases: a real template with the members' rule that
-carries slurmd removed, one with the EFA self egress removed, and one with MySQL opened to 0.0.0.0/0 — each caught.
+templates of every synthesized example and test config. Negative cases, each caught: a real template without the
+rules carrying slurmd and slurmctld, without the EFA self egress, with MySQL opened to 0.0.0.0/0, with the database
+admitting the compute group, and with 2eb80bf's members' rule (compute nodes admitted on every controller port).
 """
 
 from __future__ import annotations
@@ -12,57 +13,53 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk.assertions import Template
 
 from cluster_config import ElasticSlurmConfig
 from cluster_config.loader import load
+from slurm_plugin.exporter import EXPORTER_PORT
+from stacks.network import NetworkStack
 from tests.cdk.conftest import Assembly
 from tests.contracts import flows as nf
+from tests.unit.test_render import small_config
 
 # Openings the rules allow on a listening port that no flow of the product needs: (source kind, destination kind,
-# listener). Today every controller, compute and login node shares one group with all traffic open between members,
-# so job users on compute (and login) nodes reach slurmdbd, the accounting database, the metrics exporter and the
-# web page. Each entry is a known over-broad opening tracked by issue 30 #9, not an accepted design; a new opening
-# fails the test until it is fixed or listed here with its reason.
+# listener). Each kind of host has a group of its own, so within a VPC every port admits only the kinds whose flows
+# need it: slurmdbd and the database the controllers only, the exporter the monitoring group only, all traffic only
+# between compute nodes. What is left crosses a VPC peering between regions, where a rule cannot name the other
+# region's groups and admits the peer's address ranges instead (the peer's compute and controllers share subnets):
 KNOWN_OPENINGS = {
-    ("compute", "controller", "slurmdbd"),  # issue 30 #9: members' all-traffic rule
-    ("compute", "controller", "exporter"),  # issue 30 #9
-    ("compute", "controller", "ssh"),  # issue 30 #9
-    ("compute", "controller", "web"),  # issue 30 #9
-    ("compute", "database", "database"),  # issue 30 #9: the database admits the whole members' group
-    ("compute", "compute", "srun"),  # a flow for the same pool; listed for pools of other partitions (same group)
-    ("login", "controller", "slurmdbd"),  # issue 30 #9
-    ("login", "controller", "exporter"),  # issue 30 #9
-    ("login", "controller", "ssh"),  # issue 30 #9
-    ("login", "controller", "web"),  # issue 30 #9
-    ("login", "database", "database"),  # issue 30 #9
-    ("login", "login", "srun"),  # issue 30 #9
-    ("login", "login", "ssh"),  # issue 30 #9
-    ("login", "compute", "srun"),  # issue 30 #9
-    ("controller", "controller", "exporter"),  # issue 30 #9 (harmless: the other controller)
-    ("controller", "controller", "ssh"),  # issue 30 #9
-    ("controller", "controller", "web"),  # issue 30 #9
-    ("controller", "compute", "srun"),  # issue 30 #9
-    ("controller", "login", "ssh"),  # issue 30 #9
-    ("compute", "login", "ssh"),  # issue 30 #9
-    ("compute", "remote-compute", "slurmd"),  # issue 30 #9: the remote group admits the whole home VPC CIDR
-    ("compute", "remote-compute", "srun"),  # issue 30 #9
-    ("login", "remote-compute", "slurmd"),  # issue 30 #9
-    ("login", "remote-compute", "srun"),  # issue 30 #9
-    ("controller", "remote-compute", "srun"),  # issue 30 #9
-    ("remote-compute", "remote-compute", "slurmd"),  # issue 30 #9
-    ("remote-compute", "remote-compute", "srun"),  # issue 30 #9
-    ("remote-compute", "controller", "slurmdbd"),  # issue 30 #9: peer CIDR rules open slurmdbd to the whole VPC
-    ("remote-compute", "compute", "slurmd"),  # issue 30 #9: peer CIDR rules open Slurm ports to the whole VPC
-    ("remote-compute", "compute", "srun"),  # issue 30 #9
-    ("remote-compute", "login", "srun"),  # issue 30 #9
-    ("compute", "controller", "slurmctld"),  # federation: a peer member's compute nodes (peer CIDR), issue 30 #9
-    # federation peers: the peer-CIDR rules open Slurm ports and NFS to the whole peer VPC (issue 30 #9)
-    ("compute", "compute", "slurmd"),  # a peer member's compute nodes reach this member's slurmd
-    ("controller", "compute", "slurmd"),  # a peer member's controllers
-    ("controller", "controller", "slurmdbd"),  # the non-host member's slurmdbd from the host's controllers
-    ("compute", "storage", "nfs/tcp/2049"),  # a peer member's nodes may mount this member's EFS
-    ("controller", "storage", "nfs/tcp/2049"),
+    # remote regions: slurmctld and srun on the home side reach the remote compute nodes through the home VPC's CIDR
+    ("compute", "remote-compute", "slurmd"),
+    ("compute", "remote-compute", "srun"),
+    ("login", "remote-compute", "srun"),
+    # federation: a member's slurmctld reaches the other members' slurmctld and the host's slurmdbd through the
+    # peer VPC's CIDR, which also holds the member's compute nodes; slurmdbd is opened on every member's controllers
+    # (the network stack does not know the accounting host) but listens on the host's controller 0 only
+    ("compute", "controller", "slurmctld"),
+    ("compute", "controller", "slurmdbd"),
+    ("controller", "controller", "slurmdbd"),
+    # federation: a member's login nodes run interactive jobs on the others' compute nodes (slurmd), through the peer
+    # VPC's CIDR, which also holds the member's controllers and compute nodes
+    ("compute", "compute", "slurmd"),
+    ("controller", "compute", "slurmd"),
+}
+# What the members' all-traffic group of 2eb80bf opened within a VPC (issue 30 #9) — each now a failure of the check
+# (login → slurmdbd is a flow now, on the accounting host: sacct and sreport on login nodes)
+CLOSED = {
+    ("compute", "controller", "exporter"),
+    ("compute", "controller", "ssh"),
+    ("compute", "controller", "web"),
+    ("compute", "database", "database"),
+    ("login", "controller", "exporter"),
+    ("login", "database", "database"),
+    ("login", "login", "srun"),
+    ("login", "compute", "srun"),
+    ("controller", "controller", "exporter"),
+    ("remote-compute", "controller", "slurmdbd"),
+    ("remote-compute", "compute", "slurmd"),
 }
 
 
@@ -85,7 +82,7 @@ def _analyse(
 ) -> tuple[list[nf.Rule], dict[str, nf.Role], list[nf.Flow]]:
     roles = nf.roles(config, templates, _stack_clusters(config, list(templates)))
     flows = [f for cluster in config.clusters for f in nf.cluster_flows(config, cluster, roles)]
-    flows += nf.federation_flows(config, roles)
+    flows += nf.federation_flows(config, roles) + nf.onprem_flows(config, roles)
     return nf.rules(templates), roles, flows
 
 
@@ -123,7 +120,76 @@ def test_openings_no_flow_needs_are_the_documented_known_ones(assemblies: dict[s
         found |= dict.fromkeys(_openings(config, _templates(assembly)) - found.keys(), stem)
     unexpected = {opening: stem for opening, stem in found.items() if opening not in KNOWN_OPENINGS}
     assert unexpected == {}
-    assert ("compute", "controller", "slurmdbd") in found  # issue 30 #9 is still open: the check sees it
+    assert not CLOSED & KNOWN_OPENINGS
+    assert ("compute", "controller", "slurmdbd") in found  # the federation's peer CIDR: the check sees it
+
+
+def test_within_one_vpc_job_hosts_reach_no_slurmdbd_database_exporter_or_web_page(
+    assemblies: dict[str, Assembly],
+) -> None:
+    """The single-VPC configs (no peering): compute and login nodes, where job users run, reach neither slurmdbd,
+    the database, the exporter nor the web page; only the monitoring group reaches the exporter."""
+    checked = 0
+    for stem in ("minimal", "multi-az-gpu", "imported-network-all-storage"):
+        assembly = _assembly(assemblies, stem)
+        config = load(assembly.config)
+        templates = _templates(assembly)
+        assert _openings(config, templates) == set(), stem
+        rules, roles, _ = _analyse(config, templates)
+        (cluster,) = config.clusters
+        ctl, dbd = roles[f"{cluster.name}/controller"], nf.rendered_ports(config, cluster)["slurmdbd"]
+        for kind in ("compute", "login"):
+            if f"{cluster.name}/{kind}" in roles:
+                assert not nf.allowed(rules, roles[f"{cluster.name}/{kind}"], ctl, "tcp", dbd), (stem, kind)
+        monitoring = roles[f"{cluster.name}/monitoring"]
+        assert nf.allowed(rules, monitoring, ctl, "tcp", (EXPORTER_PORT, EXPORTER_PORT)), stem
+        assert not nf.allowed(rules, roles[f"{cluster.name}/compute"], ctl, "tcp", (EXPORTER_PORT,) * 2), stem
+        checked += 1
+    assert checked == 3
+
+
+def _ingress(group: str, peer: str, proto: str = "-1", ports: tuple[int, int] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"GroupId": {"Fn::GetAtt": [group, "GroupId"]}, "IpProtocol": proto,
+                            "SourceSecurityGroupId": {"Fn::GetAtt": [peer, "GroupId"]}}  # fmt: skip
+    if ports is not None:
+        rule |= {"FromPort": ports[0], "ToPort": ports[1]}
+    return {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": rule}
+
+
+def _group(resources: dict[str, Any], prefix: str) -> str:
+    (found,) = [k for k, r in resources.items() if r["Type"] == "AWS::EC2::SecurityGroup" and k.startswith(prefix)]
+    return found
+
+
+def test_the_members_all_traffic_rule_of_2eb80bf_is_caught_as_unexpected_openings(
+    assemblies: dict[str, Assembly],
+) -> None:
+    """Negative case: the old design (compute and login hosts admitted on every port of the controllers) opens
+    slurmdbd, the exporter, SSH and the web page to job users; the check reports each."""
+    assembly = _assembly(assemblies, "minimal")
+    config = load(assembly.config)
+    broken = copy.deepcopy(_templates(assembly))
+    resources = broken["es-minimal-network"]["Resources"]
+    resources["OldMembersRule"] = _ingress(_group(resources, "Controllers"), _group(resources, "Compute"))
+    assert {("compute", "controller", "slurmdbd"), ("compute", "controller", "exporter")} <= _openings(config, broken)
+
+
+def test_the_onprem_site_reaches_slurmctld_and_slurmdbd_of_its_burst_cluster_only(
+    assemblies: dict[str, Assembly],
+) -> None:
+    """federation.yaml's campus site bursts to east, the accounting host: its hosts reach east's slurmctld and
+    slurmdbd, nothing on west and no compute node (the site's rules name its address ranges only)."""
+    assembly = _assembly(assemblies, "federation")
+    config = load(assembly.config)
+    rules, roles, flows = _analyse(config, _templates(assembly))
+    site = [(f.source, f.destination, f.label) for f in flows if f.source.startswith("onprem:campus:")]
+    assert sorted(site) == [
+        (f"onprem:campus:{cidr}", "east/controller", label)
+        for cidr in ("198.51.100.5/32", "203.0.113.0/24")
+        for label in ("slurmctld", "slurmdbd")
+    ]
+    assert nf.denied_flows(rules, roles, flows) == []
+    assert not {o for o in _openings(config, _templates(assembly)) if o[0] == "onprem"}
 
 
 def test_lustre_file_servers_reach_their_clients(assemblies: dict[str, Assembly]) -> None:
@@ -173,22 +239,43 @@ def test_efa_traffic_needs_the_groups_self_egress_rule(assemblies: dict[str, Ass
     assert nf.denied_flows(rules, roles, [f for f in flows if f.label == "efa"]) == efa
 
 
-def test_a_template_without_the_rule_carrying_slurmd_is_caught(assemblies: dict[str, Assembly]) -> None:
+def test_a_template_without_the_rules_carrying_slurmd_and_slurmctld_is_caught(assemblies: dict[str, Assembly]) -> None:
     assembly = _assembly(assemblies, "minimal")
     config = load(assembly.config)
     broken = copy.deepcopy(_templates(assembly))
     resources = broken["es-minimal-network"]["Resources"]
-    members = [
+    compute, controllers = _group(resources, "Compute"), _group(resources, "Controllers")
+    carrying = [
         k
         for k, r in resources.items()
-        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"].get("IpProtocol") == "-1"
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and (r["Properties"]["GroupId"], r["Properties"].get("FromPort"))
+        in (({"Fn::GetAtt": [compute, "GroupId"]}, 6818), ({"Fn::GetAtt": [controllers, "GroupId"]}, 6817))
     ]
-    assert len(members) == 1  # the members' rule is what carries slurmd today (issue 30 #9 narrows it)
-    del resources[members[0]]
+    assert len(carrying) == 5  # slurmd from controllers and login nodes; slurmctld from controllers, compute, login
+    for key in carrying:
+        del resources[key]
     rules, roles, flows = _analyse(config, broken)
     denied = {(f.source, f.destination, f.label) for f in nf.denied_flows(rules, roles, flows)}
     assert ("minimal/controller", "minimal/compute", "slurmd") in denied
     assert ("minimal/compute", "minimal/controller", "slurmctld") in denied
+
+
+def test_the_database_admitting_compute_nodes_is_an_unexpected_opening(assemblies: dict[str, Assembly]) -> None:
+    """Negative case: the database's group admitting the compute group (as it admitted the members' group before)."""
+    assembly = _assembly(assemblies, "minimal")
+    config = load(assembly.config)
+    broken = copy.deepcopy(_templates(assembly))
+    network, accounting = broken["es-minimal-network"], broken["es-minimal-accounting"]["Resources"]
+    compute = _group(network["Resources"], "Compute")
+    (export,) = [
+        o["Export"]["Name"] for o in network["Outputs"].values() if o["Value"] == {"Fn::GetAtt": [compute, "GroupId"]}
+    ]
+    rule = _ingress(_group(accounting, "Database"), compute, "tcp", (3306, 3306))
+    rule["Properties"]["SourceSecurityGroupId"] = {"Fn::ImportValue": export}
+    assert ("compute", "database", "database") not in _openings(config, broken)
+    accounting["ComputeToDatabase"] = rule
+    assert ("compute", "database", "database") in _openings(config, broken) - KNOWN_OPENINGS
 
 
 def test_mysql_opened_to_the_internet_is_an_unexpected_opening(assemblies: dict[str, Assembly]) -> None:
@@ -203,4 +290,30 @@ def test_mysql_opened_to_the_internet_is_an_unexpected_opening(assemblies: dict[
     rule = {"IpProtocol": "tcp", "FromPort": 3306, "ToPort": 3306, "CidrIp": "0.0.0.0/0"}
     group["Properties"].setdefault("SecurityGroupIngress", []).append(rule)
     unexpected = _openings(config, broken) - KNOWN_OPENINGS
-    assert unexpected == {("internet", "database", "database")}
+    # the Internet, and the compute nodes (their addresses are in 0.0.0.0/0 too)
+    assert unexpected == {("internet", "database", "database"), ("compute", "database", "database")}
+
+
+def _network_template(**cluster: Any) -> dict[str, Any]:
+    config = small_config(**cluster)
+    app = cdk.App()
+    stack = NetworkStack(app, "net", cluster=config.clusters[0], env=cdk.Environment(account="123456789012",
+                                                                                     region="us-east-1"))  # fmt: skip
+    return Template.from_stack(stack).to_json()  # type: ignore[no-any-return]
+
+
+def _kind(template: dict[str, Any], prefix: str) -> nf.Role:
+    return nf.Role(prefix, groups={f"net/{_group(template['Resources'], prefix)}"}, cidrs=("127.16.0.0/16",))
+
+
+@pytest.mark.parametrize("adopt", [True, False])
+def test_login_nodes_reach_a_compute_nodes_sshd_only_with_pam_slurm_adopt(adopt: bool) -> None:
+    """With `directory.pam_slurm_adopt` a user SSHes from a login node into a node running their job (the PAM module
+    admits no one else); without it no host of the cluster reaches a compute node's sshd."""
+    directory = {"ldap_uri": ["ldaps://ldap.example.com"], "search_base": "dc=example,dc=com", "pam_slurm_adopt": adopt}
+    template = _network_template(directory=directory)
+    rules = nf.rules({"net": template})
+    login, compute, controllers = (_kind(template, k) for k in ("Login", "Compute", "Controllers"))
+    assert nf.allowed(rules, login, compute, "tcp", (22, 22)) is adopt
+    assert not nf.allowed(rules, controllers, compute, "tcp", (22, 22))
+    assert nf.allowed(rules, login, compute, "tcp", (6818, 6818))  # slurmd from srun on login nodes, either way

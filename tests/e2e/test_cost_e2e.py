@@ -78,9 +78,11 @@ def test_each_job_costs_its_instances_price_times_elapsed_times_share(
     cloud: LocalCloud, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started = time.time() - 2
-    shared, whole = cold_nodes(cloud, 2)
+    (whole,) = cold_nodes(cloud, 1)
+    (shared,) = cold_nodes(cloud, 1, prefix="cpu-big-")
     jobs = [
-        cloud.sbatch("-w", shared, "-n1", wrap="sleep 8", user=JOB_USER),  # two 1-CPU jobs on one 2-vCPU node
+        # two 1-task jobs on one 2-core node (c7i.xlarge): each gets a whole core, 2 of its 4 vCPUs
+        cloud.sbatch("-w", shared, "-n1", wrap="sleep 8", user=JOB_USER),
         cloud.sbatch("-w", shared, "-n1", wrap="sleep 8", user=JOB_USER),
         cloud.sbatch("-w", whole, "--exclusive", wrap="sleep 8", user=JOB_USER),  # the whole node
     ]

@@ -73,7 +73,7 @@ def test_more_memory_than_a_whole_node_has_is_still_refused_at_submit(cloud: Loc
 
 
 def test_two_jobs_pinned_to_one_node_share_it_on_cpu_but_queue_on_whole(cloud: LocalCloud) -> None:
-    (shared_node,) = cold_nodes(cloud, 1)
+    (shared_node,) = cold_nodes(cloud, 1, prefix="cpu-big-")  # c7i.xlarge: 2 cores, a -n1 job takes one
     (whole_node,) = cold_nodes(cloud, 1, prefix="whole-")
     shared = [cloud.sbatch("-p", "cpu", "-n1", "-w", shared_node, wrap="sleep 300") for _ in range(2)]
     pinned = [cloud.sbatch("-p", "whole", "-n1", "-w", whole_node, wrap="sleep 300") for _ in range(2)]
@@ -83,7 +83,7 @@ def test_two_jobs_pinned_to_one_node_share_it_on_cpu_but_queue_on_whole(cloud: L
     # shared: both on the node at once, one CPU and the partition's DefMemPerCPU each; the node counts the memory
     assert {_show(cloud, "job", job)["NodeList"] for job in shared} == {shared_node}
     node = _show(cloud, "node", shared_node)
-    assert (node["CPUAlloc"], node["AllocMem"]) == (str(NODE_CPUS), str(2 * SHARED_MEM_PER_CPU))
+    assert (node["CPUAlloc"], node["AllocMem"]) == ("4", str(2 * 2 * SHARED_MEM_PER_CPU))
     # exclusive: the other job waits for the whole node, though a CPU's worth of work would fit beside the first
     first, second = sorted(pinned, key=lambda job: cloud.queue().get(job) != "RUNNING")
     cloud.wait_until(lambda: _show(cloud, "job", second)["Reason"] == "Resources", 60, f"job {second} waiting")

@@ -4,7 +4,8 @@ One module-scoped LocalFederation (configs/federation-local.yaml: clusters fed-a
 MariaDB and slurmdbd; federation `fedx` with cluster features onprem/aws; a FlexLM remote license `vcs` for fed-a;
 QOS preemption on fed-b). Every test asserts what Slurm says (squeue --sibling, sacct -M all, scontrol) and that no
 instance is left without a node; no squeue row may ever show reason FedJobLock. The tests run in file order and
-only lean on it for speed (a warm or cold fed-b node); each waits for the state it needs.
+only lean on it for speed (a warm or cold fed-b node); each sets up and waits for the state it needs, so each passes
+alone and under -k.
 """
 
 from __future__ import annotations
@@ -257,22 +258,32 @@ def test_jobs_wanting_more_licenses_than_free_pend_until_the_license_server_free
 
 
 def test_license_dashboard_queries_return_data_from_the_clusters_prometheus(fed: Fed) -> None:
+    # self-contained (alone, under -k, or after the test above): one good sync (50 issued), then the server down
+    _sync(fed, LMSTAT_FIXTURES / "v11_16_eda.txt", 0)
+    assert "Cannot connect to license server" in _sync(fed, LMSTAT_FIXTURES / "server_down.txt", 1)
     url = fed.a.info().prometheus_url
     queries = grafana.file_expressions("licenses")  # the license row of the dashboard files
     assert len(queries) >= 4
-    empty = []
-    for _where, expr in queries:
-        promql = expr.replace("$instance", ".+")
-        if not any(s["values"] for s in prometheus.query_range(url, promql, time.time() - 600, time.time(), 5)):
-            empty.append(promql)
-    assert not empty, empty
-    total = prometheus.query(url, f'slurm_license_total{{license=~"{LICENSE}.*"}}')
-    assert [float(r["value"][1]) for r in total] == [50.0]
+
+    def empty() -> list[str]:
+        out = []
+        for _where, expr in queries:
+            promql = expr.replace("$instance", ".+")
+            if not any(s["values"] for s in prometheus.query_range(url, promql, time.time() - 600, time.time(), 5)):
+                out.append(promql)
+        return out
+
+    fed.a.wait_until(lambda: not empty(), 60, "every license panel's query with data in Prometheus")
+
+    def total() -> list[float]:
+        return [float(r["value"][1]) for r in prometheus.query(url, f'slurm_license_total{{license=~"{LICENSE}.*"}}')]
+
+    fed.a.wait_until(lambda: total() == [50.0], 60, "the synced license total (50) in Prometheus")
 
     def failures() -> float:  # the server went down last: its consecutive failures, once scraped
         return sum(float(r["value"][1]) for r in prometheus.query(url, "max(elastic_slurm_license_sync_failures)"))
 
-    fed.a.wait_until(lambda: failures() >= 1, 30, "the failed license sync in Prometheus")
+    fed.a.wait_until(lambda: failures() >= 1, 60, "the failed license sync in Prometheus")
 
 
 def test_no_instance_is_left_without_a_node_in_either_cluster(fed: Fed) -> None:

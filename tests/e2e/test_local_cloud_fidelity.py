@@ -21,6 +21,7 @@ from localcloud.cloud import LocalCloud, LocalCloudError
 from localcloud.image import slurm_root
 from localcloud.instances import controller_boot, enter
 from localcloud.instances.boot_data import BootData
+from localcloud.instances.instance_runner import unit_dir
 from localcloud.ops import LIVE
 from localcloud.services import procs
 from stacks.user_data import SIGNAL_URL_FILE, boot_commands, env_values_in, pool_values
@@ -88,6 +89,13 @@ def test_slurm_is_the_pinned_release_from_the_image_root(cloud: LocalCloud) -> N
     assert not list((root / "var/lib/dpkg/info").glob("slurm*.list"))
 
 
+def test_slurm_offers_pmix_to_mpi_jobs(cloud: LocalCloud) -> None:
+    # build-slurm.sh builds mpi/pmix against the OS's PMIx (Debian 13's libpmix-dev); MpiDefault=none, so MPI jobs
+    # ask for it with `srun --mpi=pmix` (docs/job-templates.md)
+    listed = cloud.slurm("srun", "--mpi=list")
+    assert "pmix" in [line.strip() for line in listed.splitlines()], listed
+
+
 def test_slurmctld_and_slurmdbd_run_as_slurm_and_the_plugin_writes_as_slurm(cloud: LocalCloud) -> None:
     slurm_uid = enter.user(cloud.root(), "slurm").uid
     for daemon in ("slurmctld", "slurmdbd"):
@@ -137,9 +145,10 @@ def test_compute_nodes_are_configless_and_see_every_partition_of_the_controller(
     assert seen.get("has-configless-cache") == 2
     controller = {line.split()[0] for line in cloud.slurm("scontrol", "show", "partitions", "--oneliner").splitlines()}
     assert controller and all(seen.get(partition) == 2 for partition in controller), (controller, seen)
-    # the slurmd processes were started with --conf-server and no -f
+    # the slurmd processes (Slurm's slurmd.service: the systemctl stand-in's PID files) run with --conf-server, no -f
     for node in nodes:
-        cmd = procs.cmdline(procs.read_pid(cloud.layout.run / f"slurmd-{node}.pid") or 0)
+        units = unit_dir(cloud.layout, cloud.instance_of_node(node).instance_id)
+        cmd = procs.cmdline(procs.read_pid(units / "slurmd.service.pid") or 0)
         assert "--conf-server" in cmd and " -f " not in cmd, cmd
     assert {i.private_ip for i in cloud.instances(LIVE)} >= {cloud.node_addr(n) for n in nodes}
 

@@ -61,18 +61,21 @@ def test_idle_nodes_are_powered_down_and_their_instances_terminated(cloud: Local
 
 
 def test_jobs_without_mem_share_a_node_with_the_partitions_default_memory_per_cpu(cloud: LocalCloud) -> None:
-    (node,) = cold_nodes(cloud, 1)
-    # c7i.large: 2 CPUs, RealMemory 4096 - 512 MiB → DefMemPerCPU=1792 on partition cpu (the leanest of its pools)
+    # c7i.large: 2 CPUs, RealMemory 4096 - 512 MiB → DefMemPerCPU=1792 on partition cpu (the leanest of its pools).
+    # CR_Core allocates whole cores (ThreadsPerCore=2): a -n1 job gets a core's 2 CPUs, so two share the big pool's
+    # c7i.xlarge (2 cores)
+    (node,) = cold_nodes(cloud, 1, prefix="cpu-big-")
     long_job = cloud.sbatch("-w", node, "-n1", wrap="sleep 60")
     short_job = cloud.sbatch("-w", node, "-n1", wrap="echo shared")
     (short,) = cloud.wait_jobs_done([short_job], timeout=120)
     assert (short.state, short.nodes) == ("COMPLETED", node)
     assert cloud.queue().get(long_job) == "RUNNING"  # both on one 2-CPU node at once: no job took the whole node
     alloc = cloud.slurm("sacct", "-n", "-X", "-P", "-o", "AllocTRES", "-j", long_job).strip()
-    assert "mem=1792M" in alloc.split(","), alloc
+    assert {"cpu=2", "mem=3.50G"} <= set(alloc.split(",")), alloc
     assert "DefMemPerCPU=1792" in cloud.slurm("scontrol", "show", "partition", "cpu", "--oneliner").split()
     # local-demo.yaml's custom settings reached the real slurmctld: the cluster's and the pool's
-    assert "TmpDisk=1024" in cloud.slurm("scontrol", "show", "node", node, "--oneliner").split()
+    (small,) = [n for n in cloud.nodes() if n.startswith("cpu-small-")][:1]
+    assert "TmpDisk=1024" in cloud.slurm("scontrol", "show", "node", small, "--oneliner").split()
     show = cloud.slurm("scontrol", "show", "config").splitlines()
     config = {key.strip(): value.strip() for key, _, value in (line.partition(" = ") for line in show)}
     assert config.get("SchedulerParameters") == "bf_continue,bf_interval=10,batch_sched_delay=0"  # + the product's

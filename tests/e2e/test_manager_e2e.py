@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.instances.instance_runner import instance_markers
+from localcloud.instances.instance_runner import instance_markers, unit_dir
 from localcloud.layout import REPO_ROOT
 from localcloud.ops import LIVE, Instance, JobRecord, OpsError
 from localcloud.services import procs
@@ -136,7 +136,8 @@ def kill_node_instance(mgr: Mgr, node: str) -> subprocess.Popen[bytes]:
     then stops it), so the kernel cannot hand the namespace's id to a new instance meanwhile. Returns the sleep, for
     the caller to stop if it is still there at the end.
     """
-    slurmd = procs.read_pid(mgr.cloud.layout.run / f"slurmd-{node}.pid")
+    units = unit_dir(mgr.cloud.layout, mgr.cloud.instance_of_node(node).instance_id)  # slurmd.service's PID file
+    slurmd = procs.read_pid(units / "slurmd.service.pid")
     assert slurmd is not None and procs.is_ours(slurmd, "slurmd"), f"no slurmd for {node}"
     namespace = procs.time_namespace(slurmd)
     assert namespace and namespace != procs.HOST_TIME_NS, f"slurmd of {node} is not in an instance's namespace"

@@ -1,10 +1,15 @@
 """Topology-aware scheduling end to end in the session's local cloud (local-demo.yaml: pool `small` has
-`network_topology`): real slurmctld/slurmd 24.11 with topology/tree, the emulated EC2 answering DescribeInstanceTopology
-(one bottom network node per launch: localcloud/aws/instance_topology.py), and the cluster manager run as its real CLI.
+`network_topology`): real slurmctld/slurmd (26.05) with topology/tree, the emulated EC2 answering
+DescribeInstanceTopology (one bottom network node per launch: localcloud/aws/instance_topology.py), and the cluster
+manager run as its real CLI.
 
 Two launches place four nodes on two network nodes, interleaved by index (n1, n3 | n2, n4). A held 2-node job that
 can only use those four is released once all four are idle: Slurm's default (no topology) gives it the two lowest
 nodes, n1 + n2, on two network nodes; with the manager's tree it gets one launch's pair, on one network node.
+
+On Slurm 25.05+ the manager moves the nodes in the running slurmctld (`scontrol update ... Topology=`): slurmctld is
+the same process (PID and start time) before and after every tree change; `scontrol reconfigure` (a restart since
+23.11) is for older releases only.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
 from slurm_plugin.hostlists import compress, expand
 from slurm_plugin.manager.metrics import METRICS_FILE
+from slurm_plugin.manager.topology_live import LIVE_SINCE
 from slurm_plugin.manifest import load_manifest
+from slurm_plugin.powersave.state import process_start
 from tests.e2e.conftest import cold_nodes
 
 pytestmark = pytest.mark.e2e
@@ -60,11 +67,24 @@ def leaf_of(leaves: dict[str, list[str]], node: str) -> str:
     return next((name for name, members in leaves.items() if node in members), "")
 
 
+def slurmctld_identity(cloud: LocalCloud) -> tuple[int, str | None]:
+    """slurmctld's PID and start time (a restart, e.g. by `scontrol reconfigure`, changes both or the latter)."""
+    pid = cloud.running_daemons().get("slurmctld")
+    assert pid, "slurmctld is not running"
+    return pid, process_start(pid)
+
+
+def slurm_release(cloud: LocalCloud) -> tuple[int, int]:
+    major, minor = re.findall(r"(\d+)\.(\d+)", cloud.slurm("scontrol", "--version"))[0]
+    return int(major), int(minor)
+
+
 def running_on(cloud: LocalCloud, job: str, nodes: list[str]) -> bool:
     return cloud.queue().get(job) == "RUNNING" and all(cloud.nodes().get(n) in ("alloc", "mix") for n in nodes)
 
 
 def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> None:
+    assert slurm_release(cloud) >= LIVE_SINCE  # the local cloud's default release (26.05)
     conf = cloud.layout.etc / "topology.conf"
     assert f"SwitchName={POOL_SWITCH} Nodes=" in conf.read_text()  # render's tree, read by slurmctld at boot
     n1, n2, n3, n4 = cold_nodes(cloud, 4)
@@ -83,15 +103,18 @@ def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> 
         aws = cloud.aws()
         aws.reset_call_counts()
         before = topology_updates(cloud)
+        ctld = slurmctld_identity(cloud)
         manager_cycle(cloud)
         asked = aws.call_counts().get("ec2:DescribeInstanceTopology", 0)
         assert 1 <= asked <= 2  # the new instances, 100 ids a call, in the one or two regions they run in
-        assert topology_updates(cloud) == before + 1  # one rewrite, one reconfigure
+        assert topology_updates(cloud) == before + 1  # one tree change applied
         # slurmctld reconfigured with the tree: each launch's pair under its own bottom network node
         cloud.wait_until(lambda: bool(leaf_of(slurm_leaves(cloud), n1).startswith("nn-")), 60, "the placed tree")
         leaves = slurm_leaves(cloud)
         assert leaf_of(leaves, n1) == leaf_of(leaves, n3) != leaf_of(leaves, n2) == leaf_of(leaves, n4)
         assert leaf_of(leaves, n2).startswith("nn-")
+        # moved in the running slurmctld: no restart (the old code's `scontrol reconfigure` restarted it)
+        assert slurmctld_identity(cloud) == ctld
         # nothing changed: the next cycle asks EC2 nothing and leaves slurmctld alone
         aws.reset_call_counts()
         manager_cycle(cloud)
@@ -126,3 +149,4 @@ def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> 
     cloud.wait_until(lambda: leaf_of(slurm_leaves(cloud), n1) == POOL_SWITCH, 60, f"{n1} back under {POOL_SWITCH}")
     leaves = slurm_leaves(cloud)
     assert {leaf_of(leaves, n) for n in four} == {POOL_SWITCH}
+    assert slurmctld_identity(cloud) == ctld  # the nodes moved back in the same slurmctld too

@@ -12,14 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from localcloud.aws.iam import ACCOUNT, role_documents
 from localcloud.aws.iam_requests import AuthzRequest, Image, Inventory, Template, authorization_requests
 from stacks.iam_policies import ArnScope, RegionTarget
 from stacks.naming import TAG_CLUSTER
 from tests.aws.iam_eval import evaluate
-from tests.cdk.conftest import Assembly
-from tests.contracts.test_aws_call_permissions import Context, _contexts, _launch_requests
+from tests.cdk.conftest import REPO_ROOT, Assembly, synth_once
+from tests.contracts.test_aws_call_permissions import Context, RoleUse, _contexts, _launch_requests, role_uses
 
 FOREIGN_ACCOUNT = "999999999999"
 
@@ -143,3 +144,41 @@ def test_a_pool_ami_id_and_a_single_type_spot_run_instances_are_allowed_by_the_s
         replace(r, resource=r.resource.replace("ami-0pool", "ami-0other")) for r in requests if ":image/" in r.resource
     ]
     assert evaluate({"controller": policy}, other, ACCOUNT) == ["ImplicitlyDenied"]
+
+
+# ------------------------------------------------------------------ accounting.mode existing: the host alone (#3)
+EXISTING_SECRET = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurm-accounting-AbCdEf"
+
+
+@pytest.fixture(scope="module")
+def existing_accounting(tmp_path_factory: pytest.TempPathFactory) -> list[RoleUse]:
+    """The federation example with an existing database instead of a created one (east hosts slurmdbd): its
+    controllers' roles as synthesized by the real CLI."""
+    data = yaml.safe_load((REPO_ROOT / "cluster_config" / "examples" / "federation.yaml").read_text())
+    data["accounting"] = {"mode": "existing", "host_cluster": "east", "endpoint": "slurmdb.example.com:3306",
+                          "secret_arn": EXISTING_SECRET}  # fmt: skip
+    for cluster in data["clusters"]:
+        cluster["account_id"] = "111122223333"
+    base = tmp_path_factory.mktemp("existing-accounting")
+    config = base / "federation-existing.yaml"
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    result = synth_once(config, base / "out")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+    assembly = Assembly(config, base / "out", result.returncode, result.stdout)
+    return [u for u in role_uses(assembly) if u.kind == "controller"]
+
+
+def test_only_the_accounting_host_reads_an_existing_database_secret_and_runs_slurmdbd(
+    existing_accounting: list[RoleUse],
+) -> None:
+    """A cluster that uses another cluster's slurmdbd (the west member) gets no database secret in its boot env and
+    its controller role cannot read it (the real evaluator), so it starts no second slurmdbd on the shared
+    database; the host (east) can, the positive control."""
+    by_cluster = {u.cluster: u for u in existing_accounting}
+    assert set(by_cluster) == {"east", "west"}
+    read = [AuthzRequest("secretsmanager:GetSecretValue", EXISTING_SECRET, {}, "get-secret-value")]
+    east, west = by_cluster["east"], by_cluster["west"]
+    assert evaluate(east.policies, read, east.account) == ["Allowed"]
+    assert evaluate(west.policies, read, west.account) == ["ImplicitlyDenied"]
+    assert east.env["ES_DB_SECRET"] == EXISTING_SECRET and east.env["ES_DB_ENDPOINT"] == "slurmdb.example.com:3306"
+    assert "ES_DB_SECRET" not in west.env and "ES_DB_ENDPOINT" not in west.env

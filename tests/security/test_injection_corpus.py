@@ -57,6 +57,7 @@ POOL: dict[str, Any] = {
     "name": "gpu",
     "instance_types": ["g5.12xlarge"],
     "max_nodes": 4,
+    "gpu": {},
     "availability_zones": ["us-east-1a"],
     "features": ["ampere"],
     "ami_id": "ami-0123456789abcdef0",
@@ -146,6 +147,7 @@ BASE: dict[str, Any] = {
                 "bind_password_secret_arn": ARN + "ldap-AbCdEf",
                 "bind_password_kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/0a1b2c3d-4e5f",
                 "domain_settings": {"ldap_user_search_base": "ou=people,dc=example,dc=com"},
+                "controller_login_groups": ["hpc-admins"],
             },
             "ssh_allowed_cidrs": ["100.64.0.0/10"],
             "iam_policies": {
@@ -213,7 +215,7 @@ BASE: dict[str, Any] = {
 }
 
 # Every string slot the schema has today: a new one must be added here on purpose (and get its payloads).
-EXPECTED_SLOTS = 112
+EXPECTED_SLOTS = 113
 
 
 # ---------------------------------------------------------------- slots, from the model

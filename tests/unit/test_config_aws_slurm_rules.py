@@ -181,7 +181,7 @@ def test_rule_reports_the_exact_problem(case: Case) -> None:
 def test_validate_prints_the_exact_line(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / f"{case.id}.yaml"
     path.write_text(yaml.safe_dump(broken(case), sort_keys=False), encoding="utf-8")
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     assert capsys.readouterr().err.splitlines() == [f"{path}: {where}: {message}" for where, message in case.expected]
 
 

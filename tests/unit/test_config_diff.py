@@ -112,15 +112,16 @@ def test_the_first_instance_type_is_in_the_launch_template() -> None:
 
 
 def test_a_section_set_is_one_change() -> None:
-    def edit(data: dict[str, Any]) -> None:
-        _pools(data)[0]["gpu"] = {"health_check": False}
+    base = copy.deepcopy(MINIMAL)
+    _pools(base)[0]["availability_zones"] = ["us-east-1a"]  # a capacity reservation is in one AZ
 
-    (change,) = _changes(edit)
-    assert format_path(change.path) == "clusters[0].partitions[0].pools[0].gpu"
-    assert change.policy is Policy.DRAIN_AND_REPLACE
-    assert change.text().endswith(
-        ': null -> {"health_check": false, "nccl_min_busbw_gbps": null}  (drain-and-replace a pool)'
-    )
+    def edit(data: dict[str, Any]) -> None:
+        _pools(data)[0]["capacity_reservation"] = {"id": "cr-0123456789abcdef0"}
+
+    (change,) = _changes(edit, base)
+    assert format_path(change.path) == "clusters[0].partitions[0].pools[0].capacity_reservation"
+    assert change.policy is Policy.RECONFIGURE
+    assert change.text().endswith(': null -> {"id": "cr-0123456789abcdef0", "capacity_block": false}  (reconfigure)')
 
 
 def test_switching_the_network_mode_is_one_not_allowed_change() -> None:

@@ -17,6 +17,7 @@ POOL: dict[str, Any] = {
     "instance_types": ["p5.48xlarge"],
     "availability_zones": ["us-east-1a"],
     "max_nodes": 4,
+    "gpu": {},
     "capacity_reservation": {"id": "cr-0123456789abcdef0", "capacity_block": True},
 }
 

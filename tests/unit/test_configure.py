@@ -20,6 +20,7 @@ import pytest
 import elastic_slurm.commands.configure_cmd as configure_cmd
 from cluster_config import load, parse
 from cluster_config.model import NewNetwork
+from elastic_slurm import exit_codes
 from elastic_slurm.cli import main
 from elastic_slurm.commands.configure_cmd import prompt_of
 from elastic_slurm.configure_wizard import QUESTIONS, Answers, asked, build_config, defaults
@@ -79,7 +80,7 @@ def test_all_defaults_piped_write_a_file_that_loads(
     for step in (
         "elastic-slurm validate my-cluster.yaml",
         "elastic-slurm cluster create my-cluster.yaml --dryrun",
-        "cdk deploy --all -c config=my-cluster.yaml",
+        "elastic-slurm cluster create my-cluster.yaml  ",
     ):
         assert step in text
     config = load(path)
@@ -131,6 +132,18 @@ def test_custom_answers_make_the_expected_config(here: Path, monkeypatch: pytest
         ("c7ispot", ["c7i.2xlarge", "c6i.2xlarge"], "spot", 100),
         ("c7i", ["c7i.2xlarge"], "on_demand", 4),
     ]
+
+
+def test_a_public_or_ipv6_ssh_range_answered_is_written_with_its_opt_in(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A public office range typed in is the operator's explicit choice: the file carries ssh_allow_public_cidrs, so
+    validate passes what configure wrote (an IPv6 range becomes an IPv6 rule, stacks/network.py)."""
+    answers = {"ssh_cidrs": "198.51.100.7, 2600:1f18::/32"}
+    assert configure(monkeypatch, script(answers), "--out", "pub.yaml") == 0
+    cluster = load(here / "pub.yaml").clusters[0]
+    assert cluster.ssh_allowed_cidrs == ["198.51.100.7/32", "2600:1f18::/32"]
+    assert cluster.ssh_allow_public_cidrs is True
 
 
 def test_bad_answers_are_asked_again_with_the_reason(
@@ -213,7 +226,7 @@ def test_an_invalid_config_is_reported_and_not_written(
         return config
 
     monkeypatch.setattr(configure_cmd, "build_config", broken)
-    assert configure(monkeypatch, script({}), "--out", "bad.yaml") == 2
+    assert configure(monkeypatch, script({}), "--out", "bad.yaml") == exit_codes.INVALID_CONFIG
     _out, err = capsys.readouterr()
     assert err.splitlines()[1:] == [
         "bad.yaml: clusters[0].storage: needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it "
@@ -285,6 +298,7 @@ def test_configure_at_a_real_terminal(tmp_path: Path) -> None:
             proc.wait()
         os.close(controller)
     assert "Traceback" not in term.seen
+    assert "npx" not in (tmp_path / "tty.yaml").read_text(encoding="utf-8")  # the pinned CLI, through elastic-slurm
     config = load(tmp_path / "tty.yaml")
     cluster = config.clusters[0]
     assert (cluster.name, cluster.region) == ("typed", "eu-central-1")

@@ -331,11 +331,11 @@ def test_the_event_log_tail_reads_the_rest_of_a_rotated_file_then_the_new_one(
 
 def test_the_exporter_reads_license_sync_state_where_the_sync_unit_writes_it_on_ec2() -> None:
     from slurm_plugin.exporter.main import LICENSE_SYNC_DIR
-    from slurm_plugin.render.cluster import RenderOptions
+    from slurm_plugin.powersave.state import LOCAL_STATE_DIR
 
     unit = Path(__file__).resolve().parents[2] / "assets" / "systemd" / "slurm-license-sync.service"
     written = unit.read_text().split("--state-dir ", 1)[1].split()[0]
-    assert written == str(Path(RenderOptions().state_dir) / LICENSE_SYNC_DIR)
+    assert written == str(Path(LOCAL_STATE_DIR) / LICENSE_SYNC_DIR)  # one controller's plugin state dir
 
 
 def test_every_variable_of_the_exporter_unit_is_written_before_the_boot_enables_it() -> None:

@@ -77,7 +77,7 @@ clusters:
     region: us-east-1
     network: {mode: create, availability_zones: [us-east-1a]}
     storage: {efs: {}}
-    ssh_allowed_cidrs: [203.0.113.0/24, 0.0.0.0/0, "::/0"]
+    ssh_allowed_cidrs: [203.0.113.0/24, 0.0.0.0/0]
     partitions: [{name: cpu, pools: [{name: p, instance_types: [c7i.large], max_nodes: 2}]}]
 accounting: {mode: none}
 """
@@ -87,7 +87,9 @@ def test_ssh_from_the_whole_internet_fails_validate_not_only_synth() -> None:
     with pytest.raises(ConfigInvalid) as info:
         parse_yaml(SSH_OPEN)
     paths = [error.path for error in info.value.errors]
-    assert paths == ["clusters[0].ssh_allowed_cidrs[1]", "clusters[0].ssh_allowed_cidrs[2]"]
+    assert paths == [
+        "clusters[0].ssh_allowed_cidrs[1]"
+    ]  # ::/0: the whole IPv6 internet, refused even with ssh_allow_public_cidrs
     assert "whole internet" in str(info.value.errors[0])
 
 

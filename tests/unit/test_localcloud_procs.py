@@ -69,6 +69,9 @@ def test_a_daemon_whose_name_is_not_in_its_command_line_is_stopped_by_the_clouds
     proc = subprocess.Popen(["sleep", "300"], start_new_session=True, env=env)
     pid_file = tmp_path / "exporter.pid"
     try:
+        # Popen returns once exec has begun, but /proc/PID/environ and cmdline read empty until the kernel has laid
+        # out the new program's stack: on a busy machine the checks below could run in that window
+        assert procs.wait_until(lambda: procs.cmdline(proc.pid) == "sleep 300", 30, 0.05)
         pid_file.write_text(f"{proc.pid}\n")
         other = f"ELASTIC_SLURM_LOCAL_CLOUD={tmp_path}-other".encode()
         assert not procs.stop_pid_file(pid_file, "slurm-exporter", 5, env_marker=other)  # not that cloud's

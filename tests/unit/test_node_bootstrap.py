@@ -1,8 +1,9 @@
 """The compute-node bootstrap script (assets/bootstrap): reads its node name from the file resume wrote for its
-instance id, asks Slurm about that one node until its NodeAddr is the instance's IP (bounded), execs slurmd.
+instance id, asks Slurm about that one node until its NodeAddr is the instance's IP (bounded), writes slurmd's options
+for Slurm's slurmd.service and starts it (`systemctl enable --now slurmd.service`), then returns.
 
 Fake `sinfo`/`scontrol` answer from files and log every call (each call is a slurmctld RPC on a real cluster), and a
-fake `slurmd` prints its arguments, so the real script runs unchanged.
+fake `systemctl` prints its arguments and the options file the unit reads, so the real script runs unchanged.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "assets" / "bootstrap" / "elastic-slurm-node-bootstrap"
 INSTANCE = "i-0abc1234def567890"
@@ -41,9 +44,9 @@ def _fakes(tmp_path: Path, addrs: dict[str, str] | None = None, node: str | None
         'while [ $# -gt 0 ]; do [ "$1" = -n ] && node=$2; shift; done\n'
         f'cat {tmp_path}/addr-"$node" 2>/dev/null\n'
     )
-    slurmd = tmp_path / "slurmd"
-    slurmd.write_text('#!/bin/sh\necho "slurmd $*"\n')
-    for path in (scontrol, sinfo, slurmd):
+    systemctl = tmp_path / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\necho "systemctl $*"\ngrep -v "^#" {tmp_path / "slurmd.env"}\n')
+    for path in (scontrol, sinfo, systemctl):
         path.chmod(0o755)
     names = tmp_path / "names"
     names.mkdir(exist_ok=True)
@@ -59,11 +62,18 @@ def _fakes(tmp_path: Path, addrs: dict[str, str] | None = None, node: str | None
         "ES_NODE_NAMES_DIR": str(names),
         "ELASTIC_SLURM_POLL": "0.05",
         "ELASTIC_SLURM_SLURM_POLL": "0.1",
+        "ELASTIC_SLURM_SYSTEMCTL": str(systemctl),
+        "ELASTIC_SLURM_SLURMD_ENV": str(tmp_path / "slurmd.env"),
     }
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BOOTSTRAP)], env=env, capture_output=True, text=True, timeout=30)
+
+
+def _started(options: str) -> str:
+    """What the fake systemctl prints when the bootstrap started slurmd.service with these SLURMD_OPTIONS."""
+    return f"systemctl enable --now slurmd.service\nSLURMD_OPTIONS='{options}'"
 
 
 def _calls(tmp_path: Path) -> list[str]:
@@ -74,7 +84,7 @@ def _calls(tmp_path: Path) -> list[str]:
 def test_bootstrap_starts_slurmd_for_the_node_its_instance_file_names(tmp_path: Path) -> None:
     result = _run(_fakes(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf"
+    assert result.stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf")
     # one question to Slurm, about this node only, and the config read (nss_slurm)
     assert _calls(tmp_path) == ["sinfo -a -h -N -n cpu-small-2 -o %o", "scontrol show config"]
 
@@ -90,7 +100,7 @@ def test_waiting_for_the_node_name_costs_slurm_nothing(tmp_path: Path) -> None:
     writer.start()
     result = _run(env)
     writer.join()
-    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+    assert result.stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf"), result.stderr
     assert [c for c in _calls(tmp_path) if c.startswith("sinfo")] == ["sinfo -a -h -N -n cpu-small-2 -o %o"]
 
 
@@ -105,14 +115,44 @@ def test_it_waits_until_slurm_has_the_nodes_address(tmp_path: Path) -> None:
     setter.start()
     result = _run(env)
     setter.join()
-    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+    assert result.stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf"), result.stderr
     asked = [c for c in _calls(tmp_path) if c.startswith("sinfo")]
     assert len(asked) >= 2 and set(asked) == {"sinfo -a -h -N -n cpu-small-2 -o %o"}
 
 
-def test_bootstrap_runs_slurmd_through_the_prefix_command(tmp_path: Path) -> None:
-    env = {**_fakes(tmp_path), "ELASTIC_SLURM_SLURMD_PREFIX": "echo via"}
-    assert _run(env).stdout.startswith("via ")
+def test_bootstrap_returns_once_slurmd_service_started_and_fails_when_it_did_not(tmp_path: Path) -> None:
+    env = _fakes(tmp_path)
+    result = _run(env)
+    assert result.returncode == 0 and "slurmd.service started: node cpu-small-2" in result.stderr
+    (tmp_path / "systemctl").write_text("#!/bin/sh\necho 'slurmd.service: failed' >&2\nexit 1\n")
+    result = _run(env)
+    assert result.returncode == 4 and "slurmd.service did not start" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("node", "conf_server"),
+    [
+        ("cpu-small-2 --conf-server evil", "ctl-a:6817"),  # a word more for slurmd
+        ("cpu-small-2", "ctl-a:6817' ExecStartPre=/bin/sh"),  # out of the quotes in the env file
+        ("$(reboot)", "ctl-a:6817"),
+        ("cpu-small-2", "ctl-a:6817\nLD_PRELOAD=/tmp/x.so"),  # a second variable for the unit
+        ("-D", "ctl-a:6817"),  # an option, not a name
+        ("cpu-*", "ctl-a:6817"),  # a glob
+        ("cpu small", "ctl-a:6817"),
+        ("cpu-small-2", "ctl-a:6817,"),
+    ],
+)
+def test_a_node_name_or_conf_server_that_is_not_plain_never_reaches_the_unit(
+    tmp_path: Path, node: str, conf_server: str
+) -> None:
+    env = _fakes(tmp_path, {**ADDRS, node: "127.16.0.5"}, node=node)
+    del env["SLURM_CONF"]
+    env |= {"ELASTIC_SLURM_CONF_SERVER": conf_server, "ELASTIC_SLURM_RUN_DIR": str(tmp_path / "run")}
+    result = _run(env)
+    assert result.returncode == 6 and "not a plain value" in result.stderr, result.stderr
+    assert result.stdout == "" and not (tmp_path / "slurmd.env").exists()
+    assert _calls(tmp_path) == []  # refused before any Slurm call (and a bad conf server before the client config)
+    assert (tmp_path / "run" / "client.conf").exists() == (conf_server == "ctl-a:6817")
 
 
 def test_bootstrap_gives_up_when_no_node_is_named_for_it_within_the_bound(tmp_path: Path) -> None:
@@ -152,7 +192,7 @@ def test_with_a_conf_server_and_no_slurm_conf_slurmd_runs_configless(tmp_path: P
         "ELASTIC_SLURM_RUN_DIR": str(tmp_path / "run"),
     }
     result = _run(env)
-    assert result.stdout.strip() == "slurmd -D -N cpu-small-2 --conf-server ctl-a:6817,ctl-b:6817", result.stderr
+    assert result.stdout.strip() == _started("-N cpu-small-2 --conf-server ctl-a:6817,ctl-b:6817"), result.stderr
     seen = (tmp_path / "seen.conf").read_text().splitlines()
     assert seen == [
         "ClusterName=c1",
@@ -200,7 +240,7 @@ def test_with_enable_nss_slurm_the_node_names_itself_and_its_spool_and_puts_slur
     env = _nss_fakes(tmp_path, "slurmstepd_memlock,enable_nss_slurm")
     for _ in range(2):  # a second boot of the same disk changes nothing more
         result = _run(env)
-        assert result.stdout.strip() == "slurmd -D -N cpu-small-2 -f /etc/slurm/slurm.conf", result.stderr
+        assert result.stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf"), result.stderr
     conf = (tmp_path / "nss_slurm.conf").read_text().splitlines()
     assert conf[1:] == ["NodeName=cpu-small-2", f"SlurmdSpoolDir={tmp_path / 'spool' / 'cpu-small-2'}"]
     assert (tmp_path / "spool" / "cpu-small-2").is_dir()
@@ -212,7 +252,7 @@ def test_with_enable_nss_slurm_the_node_names_itself_and_its_spool_and_puts_slur
 
 def test_without_enable_nss_slurm_the_name_service_is_left_alone(tmp_path: Path) -> None:
     env = _nss_fakes(tmp_path, "(null)")
-    assert _run(env).stdout.startswith("slurmd -D -N cpu-small-2")
+    assert _run(env).stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf")
     assert (tmp_path / "nsswitch.conf").read_text() == NSSWITCH
     assert not (tmp_path / "nss_slurm.conf").exists()
 
@@ -220,7 +260,7 @@ def test_without_enable_nss_slurm_the_name_service_is_left_alone(tmp_path: Path)
 def test_an_image_without_libnss_slurm_keeps_its_nsswitch_and_says_why(tmp_path: Path) -> None:
     env = _nss_fakes(tmp_path, "enable_nss_slurm", libnss=False)
     result = _run(env)
-    assert result.stdout.startswith("slurmd -D -N cpu-small-2")
+    assert result.stdout.strip() == _started("-N cpu-small-2 -f /etc/slurm/slurm.conf")
     assert (tmp_path / "nsswitch.conf").read_text() == NSSWITCH
     assert "no libnss_slurm.so.2" in result.stderr
 

@@ -95,7 +95,7 @@ def test_validate_refuses_an_arm64_gpu_pool_on_debian13_in_one_line(
 ) -> None:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(config("debian13", "g5g.xlarge")), encoding="utf-8")
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", str(path)]) == 3
     out, err = capsys.readouterr()
     assert out == ""
     assert len(err.splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -220,6 +221,22 @@ def test_node_down_for_capacity_returns_to_service_when_cooldown_expired() -> No
 def test_node_down_for_capacity_stays_down_during_cooldown() -> None:
     nodes = [node("cpu-c7i-5", "DOWN+CLOUD+POWERED_DOWN", reason="(Code:InsufficientInstanceCapacity) x", age=30)]
     assert reconcile(nodes, [], NOW, SETTINGS) == []
+
+
+def test_node_of_a_protected_pool_stays_down_past_the_cooldown() -> None:
+    """A protected pool launches nothing: resuming its node after the cool-down would only have the resume set it
+    DOWN again and requeue the job that was given it, every cool-down, until an admin clears the pool."""
+    reason = "(Code:ProtectedMode) pool cpu-c7i: 3 consecutive failed boots, no more launches; fix ..."
+    nodes = [node("cpu-c7i-5", "DOWN+CLOUD+POWERED_DOWN", reason=reason, age=3600)]
+    settings = replace(SETTINGS, protected_pools=frozenset({POOL.key}))
+    assert reconcile(nodes, [], NOW, settings) == []
+
+
+def test_node_of_a_pool_that_left_protected_mode_returns_to_service() -> None:
+    """The pool was cleared or re-rendered with another definition (a new image): its nodes go back to idle~."""
+    reason = "(Code:ProtectedMode) pool cpu-c7i: 3 consecutive failed boots, no more launches; fix ..."
+    nodes = [node("cpu-c7i-5", "DOWN+CLOUD+POWERED_DOWN", reason=reason, age=30)]
+    assert kinds(reconcile(nodes, [], NOW, SETTINGS)) == [(Kind.RESUME, "cpu-c7i-5")]
 
 
 def test_node_down_for_capacity_while_powered_up_is_powered_down_keeping_the_reason() -> None:

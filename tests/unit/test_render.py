@@ -43,7 +43,7 @@ def small_config(**cluster_overrides: Any) -> ElasticSlurmConfig:
                 "name": "gpu",
                 "max_time": "1-00:00:00",
                 "priority_tier": 5,
-                "pools": [{"name": "g5", "instance_types": ["g5.12xlarge"], "max_nodes": 2}],
+                "pools": [{"name": "g5", "instance_types": ["g5.12xlarge"], "max_nodes": 2, "gpu": {}}],
             },
         ],
         "slurm": {"resume_timeout": 300, "suspend_time": 60, "suspend_timeout": 30},
@@ -85,10 +85,13 @@ def test_small_config_power_save_fragment_is_exact() -> None:
 def test_small_config_node_lines_are_exact() -> None:
     lines = [line for line in render_small().fragments["nodes"].splitlines() if not line.startswith("#")]
     assert lines == [
-        "NodeName=cpu-c7i-[1-4] CPUs=2 RealMemory=3584 Features=c7i,cpu-c7i,x86_64,ondemand Weight=89 State=CLOUD",
-        "NodeName=cpu-spot-[1-3] CPUs=4 RealMemory=7680 Features=cpu-spot,x86_64,spot,fast Weight=54 State=CLOUD",
-        "NodeName=gpu-g5-[1-2] CPUs=48 RealMemory=186777 Gres=gpu:4 Features=g5,gpu-g5,x86_64,ondemand "
-        "Weight=5672 State=CLOUD",
+        # the core layout from the cache (DefaultCores, DefaultThreadsPerCore): CR_Core allocates whole cores
+        "NodeName=cpu-c7i-[1-4] CPUs=2 Sockets=1 CoresPerSocket=1 ThreadsPerCore=2 RealMemory=3584 "
+        "Features=c7i,cpu-c7i,x86_64,ondemand Weight=89 State=CLOUD",
+        "NodeName=cpu-spot-[1-3] CPUs=4 Sockets=1 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=7680 "
+        "Features=cpu-spot,x86_64,spot,fast Weight=54 State=CLOUD",
+        "NodeName=gpu-g5-[1-2] CPUs=48 Sockets=1 CoresPerSocket=24 ThreadsPerCore=2 RealMemory=186777 Gres=gpu:4 "
+        "Features=g5,gpu-g5,x86_64,ondemand Weight=5672 State=CLOUD",
     ]
 
 
@@ -127,7 +130,7 @@ def test_pool_of_several_types_is_sized_by_the_smallest_and_says_so() -> None:
     )
     rendered = render_cluster(config, "small", placeholder_infra(config.cluster("small")), fixture_cache())
     nodes = rendered.fragments["nodes"]
-    assert "NodeName=cpu-mix-[1-2] CPUs=4 RealMemory=7680 " in nodes
+    assert "NodeName=cpu-mix-[1-2] CPUs=4 Sockets=1 CoresPerSocket=2 ThreadsPerCore=2 RealMemory=7680 " in nodes
     assert "SMALLEST" in nodes
     # m7i and c7i: no family feature, since a constraint must hold whatever launches
     assert "Features=cpu-mix,x86_64,ondemand " in nodes
@@ -150,7 +153,7 @@ def test_without_prices_weight_falls_back_to_vcpus() -> None:
     cache = fixture_cache(on_demand=False, spot=False)
     rendered = render_cluster(config, "small", placeholder_infra(config.cluster("small")), cache)
     nodes = rendered.fragments["nodes"]
-    assert "cpu-c7i-[1-4] CPUs=2 RealMemory=3584 Features=c7i,cpu-c7i,x86_64,ondemand Weight=100 " in nodes
+    assert " RealMemory=3584 Features=c7i,cpu-c7i,x86_64,ondemand Weight=100 " in nodes
     assert "weight from vCPU estimate (on-demand)" in nodes
 
 
@@ -209,9 +212,6 @@ def test_local_cloud_paths_reach_conf_manifest_and_prolog_env() -> None:
         "SLURM_BIN_DIR=/usr/bin",
         "SLURM_CONF=/lc/etc/slurm.conf",
         "WAIT_LIMIT=300",
-        "# the early launch: the job's powered-down nodes to a waiting spare resume worker (slurm-resume --early)",
-        "RESUME_PROGRAM=/lc/bin/resume",
-        "SPARES_DIR=/lc/state/spares",
         "# the controller's boot watch (slurm_plugin/bootwatch.py) wakes the prolog when the job's nodes are up",
         "BOOTWATCH_DIR=/run/elastic-slurm-bootwatch",
         "PROLOG_LOG=/var/log/elastic-slurm/prolog.log",

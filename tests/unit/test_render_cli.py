@@ -30,7 +30,7 @@ def test_render_writes_conf_manifest_and_prolog_env(tmp_path: Path, cache: str) 
     out = tmp_path / "out"
     assert main(["render", MINIMAL, "--out", str(out), "--cache", cache]) == 0
     conf = (out / "slurm-elastic.conf").read_text()
-    assert "NodeName=cpu-c7i-[1-16] CPUs=2 RealMemory=3584 " in conf
+    assert "NodeName=cpu-c7i-[1-16] CPUs=2 Sockets=1 CoresPerSocket=1 ThreadsPerCore=2 RealMemory=3584 " in conf
     assert not (out / "gres.conf").exists()
     manifest = load_manifest(out / "manifest.json")
     assert manifest.cluster == "minimal"

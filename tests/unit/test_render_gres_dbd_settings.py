@@ -93,7 +93,7 @@ def test_slurmdbd_settings_end_the_file_after_the_products_lines() -> None:
         ),
         (
             {"dbdport": 7000},
-            "key 'dbdport' is set by elastic-slurm (the node security group opens Slurm's ports)",
+            "key 'dbdport' is set by elastic-slurm (the controllers' security group opens it to the controllers only)",
         ),
         (
             {"PurgeJobAfter": "12 months"},

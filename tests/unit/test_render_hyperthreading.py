@@ -38,8 +38,11 @@ def test_cpus_are_the_physical_cores_and_memory_per_cpu_follows() -> None:
     # c7i.2xlarge: 8 vCPUs = 4 cores x 2 threads, RealMemory 15564 MiB
     threads_node, threads_part = rendered({"instance_types": ["c7i.2xlarge"]})
     cores_node, cores_part = rendered({"instance_types": ["c7i.2xlarge"], "disable_hyperthreading": True})
-    assert " CPUs=8 RealMemory=15564 " in threads_node and "DefMemPerCPU=1945" in threads_part.split()
-    assert " CPUs=4 RealMemory=15564 " in cores_node and "DefMemPerCPU=3891" in cores_part.split()
+    assert " CPUs=8 Sockets=1 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=15564 " in threads_node
+    assert "DefMemPerCPU=1945" in threads_part.split()
+    # one thread per core: the layout says so, or slurmd's 8 CPUs would not match the 4 online
+    assert " CPUs=4 Sockets=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=15564 " in cores_node
+    assert "DefMemPerCPU=3891" in cores_part.split()
 
 
 def test_a_multi_type_pool_gets_its_smallest_core_count() -> None:

@@ -133,7 +133,8 @@ def test_an_instance_that_goes_moves_its_node_back_under_its_pool_without_asking
     topology.sync(m, nodes, instances, ec2, slurm, NOW)
     # node 2 powered down, its instance terminated (EC2 no longer lists it)
     nodes[1] = Node("gpu-p4d-2", *parse_state("IDLE+CLOUD+POWERED_DOWN"))
-    result = topology.sync(m, nodes, instances[:1], ec2, slurm, NOW + timedelta(seconds=45))
+    later = NOW + topology.RECONFIGURE_GAP  # a reconfigure-only Slurm (before 25.05): one reconfigure per gap
+    result = topology.sync(m, nodes, instances[:1], ec2, slurm, later)
     assert (result.calls, result.reconfigured) == (0, True) and ec2.calls == 1 and slurm.reconfigures == 2
     assert "SwitchName=nn-3333333333example Nodes=gpu-p4d-1\n" in conf(m)
     assert "SwitchName=gpu-p4d Nodes=gpu-p4d-[2-4]\n" in conf(m)
@@ -180,9 +181,9 @@ def test_hundreds_of_new_instances_cost_one_call_per_100_up_to_the_cap_and_the_r
     slurm = FakeSlurm()
     first = topology.sync(m, nodes, instances, ec2, slurm, NOW)
     assert (first.calls, first.asked, first.placed) == (topology.MAX_CALLS, 500, 500) == (5, 500, 500)
-    second = topology.sync(m, nodes, instances, ec2, slurm, NOW + timedelta(seconds=45))
+    second = topology.sync(m, nodes, instances, ec2, slurm, NOW + topology.RECONFIGURE_GAP)
     assert (second.calls, second.asked, second.placed) == (2, 200, 700)
-    third = topology.sync(m, nodes, instances, ec2, slurm, NOW + timedelta(seconds=90))
+    third = topology.sync(m, nodes, instances, ec2, slurm, NOW + 2 * topology.RECONFIGURE_GAP)
     assert (third.calls, third.reconfigured) == (0, False) and slurm.reconfigures == 2
     assert "SwitchName=nn-low Nodes=gpu-p4d-[1-700]\n" in conf(m)
 

@@ -1,0 +1,160 @@
+"""slurmd and slurmctld as systemd's, in the local cloud (issue 31, items 2 and 3).
+
+- A compute instance's slurmd is started by Slurm's own slurmd.service with our drop-in (the bootstrap's options,
+  the unit's limits, Restart=on-failure), not by the user data: the boot returns, slurmd keeps the machine's boot
+  clock, and a crashed slurmd comes back on the same node.
+- Resume workers survive `systemctl restart slurmctld` (the drop-in's KillMode=process): a restart while a worker is
+  still launching leaves the worker running, and its node comes up.
+The units run under the systemctl stand-in, which tracks each unit's processes by cgroup as systemd does
+(tests/e2e/test_slurmd_service_units.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+from pathlib import Path
+
+import pytest
+
+from localcloud.aws.faults import Faults
+from localcloud.cloud import LocalCloud
+from localcloud.instances.instance_runner import unit_dir
+from localcloud.services import procs
+from tests.e2e.conftest import cold_nodes
+
+pytestmark = pytest.mark.e2e
+
+
+def _slurmd(cloud: LocalCloud, instance_id: str) -> int:
+    """The PID of the instance's slurmd.service (the stand-in's PID file, in the instance's own /run)."""
+    pid = procs.read_pid(unit_dir(cloud.layout, instance_id) / "slurmd.service.pid")
+    assert pid is not None and procs.cmdline(pid).startswith("/usr/sbin/slurmd --systemd"), pid
+    return pid
+
+
+def _limit(pid: int, name: str) -> list[str]:
+    lines = Path(f"/proc/{pid}/limits").read_text().splitlines()
+    return next(line for line in lines if line.startswith(name)).split()[-3:-1]
+
+
+def _expected(wanted: int | None, resource_id: int) -> str:
+    """What a unit's limit is here: as asked, or this machine's hard limit when lower (no CAP_SYS_RESOURCE)."""
+    hard = resource.getrlimit(resource_id)[1]
+    if wanted is None:
+        return "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    return str(wanted if hard == resource.RLIM_INFINITY else min(wanted, hard))
+
+
+def test_compute_slurmd_is_slurmd_service_and_the_boot_returns(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
+    assert record.state == "COMPLETED"
+    instance = cloud.instance_of_node(node)
+    pid = _slurmd(cloud, instance.instance_id)
+    # the bootstrap's options reached Slurm's unit through SLURMD_OPTIONS (configless)
+    assert re.search(rf"--systemd -N {node} --conf-server \S+", procs.cmdline(pid)), procs.cmdline(pid)
+    # the unit's limits (LimitMEMLOCK=infinity, LimitNOFILE=131072; capped by this machine's hard limits)
+    assert _limit(pid, "Max locked memory") == [_expected(None, resource.RLIMIT_MEMLOCK)] * 2
+    assert _limit(pid, "Max open files") == [_expected(131072, resource.RLIMIT_NOFILE)] * 2
+    # in the unit's own cgroup, not in the boot's: the user data ended once slurmd.service had started
+    cgroup = Path((unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.cgroup").read_text().strip())
+    assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
+    boot_log = (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
+    assert f"slurmd.service started: node {node}" in boot_log
+    boot = json.loads((cloud.layout.instances_dir / f"{instance.instance_id}.json").read_text())
+    assert "user-data" not in procs.cmdline(boot["pid"])  # the user data (cloud-init's part) has ended
+    # the machine's boot clock: slurmd runs in the time namespace the whole instance booted in, not the host's
+    assert procs.time_namespace(pid) != procs.HOST_TIME_NS
+
+
+def test_a_crashed_slurmd_is_started_again_on_the_same_node_and_boot_clock(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
+    assert record.state == "COMPLETED"
+    instance = cloud.instance_of_node(node)
+    first = _slurmd(cloud, instance.instance_id)
+    clock = procs.time_namespace(first)
+    os.kill(first, signal.SIGKILL)  # a crash: Restart=on-failure starts it again after RestartSec=5
+
+    def restarted() -> bool:
+        pid = procs.read_pid(unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.pid")
+        return pid is not None and pid != first and procs.cmdline(pid).startswith("/usr/sbin/slurmd")
+
+    cloud.wait_until(restarted, 30, f"slurmd of {node} started again")
+    second = _slurmd(cloud, instance.instance_id)
+    assert procs.time_namespace(second) == clock  # the same machine, not a reboot: slurmctld sees no new boot
+    # the node serves jobs again, on the same instance
+    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=90)
+    assert record.state == "COMPLETED"
+    assert cloud.instance_of_node(node).instance_id == instance.instance_id
+    log = (unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.log").read_text()
+    assert "restarting in 5 s (Restart=on-failure)" in log
+
+
+def _unit_processes(cloud: LocalCloud, unit: str) -> set[int]:
+    """The processes of a controller unit's cgroup (the stand-in's, as systemd's)."""
+    cgroup = Path((cloud.layout.run / "units" / f"{unit}.cgroup").read_text().strip())
+    return {int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()}
+
+
+def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(cloud: LocalCloud) -> None:
+    (node,) = cold_nodes(cloud, 1)
+    old = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
+    assert old is not None
+    # the spare the boot started (elastic-slurm-config-apply) waits outside slurmctld's cgroup and would take the
+    # request: without it, ResumeProgram starts the worker itself, in slurmctld's cgroup, where a restart could kill it
+    for pid in _waiting_spares(cloud):
+        os.kill(pid, signal.SIGTERM)
+    cloud.wait_until(lambda: not _waiting_spares(cloud), 30, "no spare worker waiting")
+    # every AWS call takes 8 s: the resume worker is still launching when slurmctld restarts
+    cloud.set_faults(Faults(latency_ms=8000))
+    job = cloud.sbatch("-w", node, wrap="true")
+
+    def launching() -> set[int]:
+        return {p for p in _unit_processes(cloud, "slurmctld.service") if "slurm_plugin.powersave" in procs.cmdline(p)}
+
+    cloud.wait_until(lambda: "#" in cloud.nodes().get(node, ""), 30, f"{node} powering up")
+    workers = launching()
+    assert workers, "no resume worker in slurmctld's cgroup"
+    restart = cloud.on_controller(
+        ["/bin/bash", "-c", "set -a; . /etc/elastic-slurm/env; set +a; exec systemctl restart slurmctld"]
+    )
+    assert restart.returncode == 0, restart.stderr
+    new = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
+    assert new is not None and new != old and procs.cmdline(new).startswith("/usr/sbin/slurmctld")
+    assert not procs.cmdline(old).startswith("/usr/sbin/slurmctld")
+    ended = {w for w in workers if not procs.cmdline(w)}
+    assert not {w for w in ended if not _done(cloud, w)}, "workers killed with slurmctld"
+    cloud.clear_faults()
+    (record,) = cloud.wait_jobs_done([job], timeout=180)
+    assert (record.state, record.nodes, record.restarts) == ("COMPLETED", node, 0)
+    assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)
+    # KillMode=process: only slurmctld itself was stopped. Every worker that had a request finished it (a killed one
+    # never logs `done`: the launch of this node is one of them), and one that had none (a spare) still waits
+    served = {w for w in workers if any(f" {w} INFO slurm-resume: request " in line for line in _plugin_log(cloud))}
+    assert served, f"no worker of {workers} served a request"
+    assert all(_done(cloud, worker) for worker in served), "a worker was cut off"
+    assert not ended - served, f"idle workers {ended - served} ended with slurmctld"
+
+
+def _waiting_spares(cloud: LocalCloud) -> list[int]:
+    """This cloud's spare resume workers (slurm_plugin/powersave/spare.py), by their manifest under its state dir."""
+    root = str(cloud.layout.root)
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and "--spare" in (line := procs.cmdline(int(entry))) and root in line
+    ]
+
+
+def _plugin_log(cloud: LocalCloud) -> list[str]:
+    return (cloud.layout.log / "plugin.log").read_text().splitlines()
+
+
+def _done(cloud: LocalCloud, worker: int) -> bool:
+    """Whether the resume worker `worker` logged the end of its request."""
+    return any(f" {worker} INFO " in line and " done: " in line for line in _plugin_log(cloud))
