@@ -1,4 +1,4 @@
-"""What each pool's instance types are and where EC2 offers them: GPU pools, and offerings per region.
+"""What each pool's instance types are and where EC2 offers them: GPU pools, and offerings per region and AZ.
 
 Facts come from an instance cache when `validate --cache` gives one (`TypeFacts`, built from DescribeInstanceTypes by
 `elastic-slurm instance-cache refresh`); without one, a GPU is recognised by the instance family alone (`nvidia_family`)
@@ -8,7 +8,9 @@ and offerings are not judged: only what can be proven is refused (docs/validate.
 - A pool with `gpu:` needs NVIDIA GPUs in every type (the GPU image installs NVIDIA's driver and CUDA only).
 - With a cache: a type the cache lacks in a region the pool launches in, where the cache covers that region, is refused
   (EC2 did not offer it there when the cache was built — `instance-cache refresh` stops on such a type — or the cache
-  was built for another config; render would refuse that cache either way).
+  was built for another config; render would refuse that cache either way); and a type the cache says EC2 offers in
+  none of the pool's AZs of a region is refused (a type missing from only some of them is a warning,
+  `type-not-in-every-az`: the plugin skips those AZs for it).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class TypeInfo:
     architecture: str = "x86_64"
     vcpus: int = 0
     memory_mib: int = 0
+    azs: tuple[str, ...] | None = None  # the region's AZs that offer it; None: not recorded (every AZ assumed)
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,27 @@ def _problems(config: ElasticSlurmConfig, facts: TypeFacts | None) -> Iterator[C
                         "the type",
                     )
                 if facts is not None:
-                    yield from _offerings(
-                        facts, [region_of_az(az) for az in pool_azs(cluster, pool)], pool.instance_types, path
-                    )
+                    yield from _offerings(facts, pool_azs(cluster, pool), pool.instance_types, path)
 
 
-def _offerings(facts: TypeFacts, regions: list[str], types: list[str], path: str) -> Iterator[ConfigError]:
-    for region in dict.fromkeys(regions):
+def azs_by_region(azs: list[str]) -> dict[str, list[str]]:
+    """Region -> the AZs of `azs` in it, in order."""
+    grouped: dict[str, list[str]] = {}
+    for az in azs:
+        grouped.setdefault(region_of_az(az), []).append(az)
+    return grouped
+
+
+def missing_azs(facts: TypeFacts, region: str, itype: str, azs: list[str]) -> list[str]:
+    """Those of `azs` (of `region`) where the cache says EC2 does not offer `itype` (empty when not recorded)."""
+    info = facts.regions.get(region, {}).get(itype)
+    if info is None or info.azs is None:
+        return []
+    return [az for az in azs if az not in info.azs]
+
+
+def _offerings(facts: TypeFacts, pool_zones: list[str], types: list[str], path: str) -> Iterator[ConfigError]:
+    for region, azs in azs_by_region(pool_zones).items():
         offered = facts.regions.get(region)
         if offered is None:
             continue  # the cache does not cover the region: nothing proven (a warning says so)
@@ -106,4 +123,11 @@ def _offerings(facts: TypeFacts, regions: list[str], types: list[str], path: str
                     f"{path}.instance_types[{ti}]",
                     f"'{itype}' is not in the instance cache {facts.source} for {region}: EC2 does not offer it there, "
                     "or the cache was built for another config (`elastic-slurm instance-cache refresh` asks EC2)",
+                )
+            elif len(missing_azs(facts, region, itype, azs)) == len(azs):
+                where = ", ".join(offered[itype].azs or ()) or "no AZ"
+                yield ConfigError(
+                    f"{path}.instance_types[{ti}]",
+                    f"'{itype}' is offered in none of the pool's AZs of {region} ({', '.join(azs)}), the instance "
+                    f"cache {facts.source} says: EC2 offers it in {where}",
                 )

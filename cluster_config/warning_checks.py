@@ -11,8 +11,8 @@ import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cluster_config.checks import pool_azs, region_of_az
-from cluster_config.instance_checks import TypeFacts
+from cluster_config.checks import pool_azs
+from cluster_config.instance_checks import TypeFacts, azs_by_region, missing_azs
 from cluster_config.model import Cluster, ElasticSlurmConfig, PurchaseOption
 
 # code -> what it means (docs/validate.md shows this table; a test keeps the two in step)
@@ -24,6 +24,7 @@ WARNINGS = {
     "burstable-controller": "a burstable (t*) controller: slurmctld slows down once its CPU credits run out",
     "uneven-pool-types": "a pool's instance types differ in vCPUs or memory: Slurm gives every node the smallest",
     "cache-lacks-region": "the instance cache does not cover a region a pool launches in: offerings not checked",
+    "type-not-in-every-az": "EC2 does not offer a pool's instance type in some of its AZs: it launches elsewhere",
 }
 SHORT_SUSPEND_TIME = 120
 WIDEST_SSH_PREFIX = {4: 16, 6: 48}  # a wider range than a /16 (IPv4) or a site's /48 (IPv6) warns
@@ -98,7 +99,18 @@ def _cluster(cluster: Cluster, path: str, facts: TypeFacts | None) -> Iterator[C
                     "the types differ in vCPUs or memory; Slurm gives every node of the pool the smallest, so the "
                     "larger types' extra stays unused: make a pool per size",
                 )
-            for region in dict.fromkeys(region_of_az(az) for az in pool_azs(cluster, pool)):
+            zones = azs_by_region(pool_azs(cluster, pool))
+            for ti, itype in enumerate(pool.instance_types):
+                for region, azs in zones.items():
+                    missing = missing_azs(facts, region, itype, azs)
+                    if missing and len(missing) < len(azs):  # in none of them: an error (instance_checks)
+                        yield ConfigWarning(
+                            f"{ppath}.instance_types[{ti}]",
+                            "type-not-in-every-az",
+                            f"EC2 does not offer '{itype}' in {', '.join(missing)} (the instance cache "
+                            f"{facts.source}): the pool launches it in its other AZs only",
+                        )
+            for region in zones:
                 if region not in facts.regions and region not in uncovered:
                     uncovered.add(region)
                     yield ConfigWarning(

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cluster_config.model import CLUSTER_NAME_PATTERN, REGION_PATTERN
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 from elastic_slurm.lifecycle.aws import client
 from slurm_plugin.naming import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_ROLE
 
@@ -60,9 +60,9 @@ def check_target(name: str, region: str) -> None:
         raise UserError(f"--region: '{region}' is not an AWS region (e.g. us-east-1)")
 
 
-def aws_failure(exc: Exception) -> UserError:
-    """A botocore error (no credentials, access denied, endpoint unreachable) as one line."""
-    return UserError(f"aws: {' '.join(str(exc).split())}")
+def aws_failure(exc: Exception) -> OperationFailed:
+    """A botocore error (no credentials, access denied, endpoint unreachable) as one line: the operation failed (1)."""
+    return OperationFailed(f"aws: {' '.join(str(exc).split())}")
 
 
 def ec2_client(region: str, endpoint_url: str | None) -> Any:

@@ -211,7 +211,11 @@ class CloudOps:
             if not roots & queued:
                 break
             if time.monotonic() > deadline:
-                raise OpsError(f"jobs {sorted(roots & queued)} still queued after {timeout:.0f} s: {self.queue()}")
+                reasons = self.slurm("squeue", "-h", "-o", "%i %T %r %N", check=False).strip().replace("\n", "; ")
+                nodes = self.slurm("sinfo", "-h", "-N", "-o", "%N %t %E", check=False).strip().replace("\n", "; ")
+                raise OpsError(
+                    f"jobs {sorted(roots & queued)} still queued after {timeout:.0f} s: {reasons}; nodes: {nodes}"
+                )
             if on_tick:
                 on_tick()
             time.sleep(1)
@@ -226,12 +230,15 @@ class CloudOps:
                 return records
             time.sleep(1)
 
-    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """Poll `predicate` every second; OpsError naming `what` when it stays false."""
+    def wait_until(
+        self, predicate: Callable[[], bool], timeout: float, what: str, detail: Callable[[], object] | None = None
+    ) -> None:
+        """Poll `predicate` every second; OpsError naming `what` (and what `detail` shows then) when it stays false."""
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                raise OpsError(f"timed out after {timeout:.0f} s waiting for {what}")
+                seen = f"; at the end: {detail()}" if detail is not None else ""
+                raise OpsError(f"timed out after {timeout:.0f} s waiting for {what}{seen}")
             time.sleep(1)
 
     def wait_all_powered_down(self, timeout: float) -> None:

@@ -57,6 +57,9 @@ class InstanceTypeInfo(_Frozen):
     gpus: GpuInfo | None = None
     efa: bool = False
     prices: Prices = Field(default_factory=Prices)
+    # the region's AZs where EC2 offers the type (DescribeInstanceTypeOfferings); None in a cache written before they
+    # were recorded (then every AZ is assumed to offer it)
+    availability_zones: list[str] | None = None
 
     @property
     def physical_cores(self) -> int:

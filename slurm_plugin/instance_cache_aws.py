@@ -1,8 +1,9 @@
 """Build the instance cache from AWS: DescribeInstanceTypes and spot prices per region, on-demand prices if reachable.
 
 The conversions from API shapes (`type_info_from_api`, `latest_spot_prices`, `on_demand_price`) are pure; `build_cache`
-does the calls through clients made by a factory, so tests point it at moto server. One paginated DescribeInstanceTypes
-and one paginated DescribeSpotPriceHistory per region, both filtered to the types the config uses. On-demand prices come
+does the calls through clients made by a factory, so tests point it at moto server. One paginated DescribeInstanceTypes,
+one paginated DescribeInstanceTypeOfferings (by AZ) and one paginated DescribeSpotPriceHistory per region, each filtered
+to the types the config uses. On-demand prices come
 from the Price List API, which is optional: when it cannot be reached (offline, moto) they stay null and render falls
 back to a vCPU-based weight.
 """
@@ -124,6 +125,7 @@ def build_cache(
         ec2 = client("ec2", region)
         try:
             infos = _describe_types(ec2, types)
+            zones = _az_offerings(ec2, types)
             spot = latest_spot_prices(_spot_history(ec2, types))
         except (ClientError, BotoCoreError) as exc:
             raise CacheError(f"{region}: {_one_line(exc)}") from None
@@ -138,7 +140,9 @@ def build_cache(
                 if not ok:
                     pricing = None  # unreachable: do not try again for every type
             prices = Prices(on_demand=od, spot=spot.get(itype, {}))
-            entries[itype] = infos[itype].model_copy(update={"prices": prices})
+            entries[itype] = infos[itype].model_copy(
+                update={"prices": prices, "availability_zones": zones.get(itype, [])}
+            )
         regions[region] = entries
         LOG.info("instance cache: %s: %d type(s), %d with spot prices", region, len(entries), len(spot))
     return InstanceCache(generated_at=now or datetime.now(UTC), regions=regions)
@@ -152,6 +156,21 @@ def _describe_types(ec2: Any, types: list[str]) -> dict[str, InstanceTypeInfo]:
             for item in page.get("InstanceTypes", []):
                 infos[item["InstanceType"]] = type_info_from_api(item)
     return infos
+
+
+def _az_offerings(ec2: Any, types: list[str]) -> dict[str, list[str]]:
+    """Type -> the region's AZs where EC2 offers it (a type offered in none is left out)."""
+    zones: dict[str, set[str]] = {}
+    paginator = ec2.get_paginator("describe_instance_type_offerings")
+    for start in range(0, len(types), MAX_TYPES_PER_CALL):
+        chunk = types[start : start + MAX_TYPES_PER_CALL]
+        pages = paginator.paginate(
+            LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": chunk}]
+        )
+        for page in pages:
+            for offering in page.get("InstanceTypeOfferings", []):
+                zones.setdefault(str(offering["InstanceType"]), set()).add(str(offering["Location"]))
+    return {itype: sorted(azs) for itype, azs in zones.items()}
 
 
 def _spot_history(ec2: Any, types: list[str]) -> list[dict[str, Any]]:

@@ -55,6 +55,10 @@ class PoolManifest(_Frozen):
     efa: bool = Field(
         False, description="The pool's launch template has EFA network interfaces: launched with CreateFleet only."
     )
+    not_offered: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Instance type -> the pool's AZs where EC2 does not offer it (instance cache): never asked there.",
+    )
 
     @property
     def key(self) -> str:

@@ -105,6 +105,7 @@ def type_facts(cache: InstanceCache | None, source: str | None) -> TypeFacts | N
                 architecture=info.architecture,
                 vcpus=info.vcpus,
                 memory_mib=info.memory_mib,
+                azs=tuple(info.availability_zones) if info.availability_zones is not None else None,
             )
             for itype, info in types.items()
         }

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from elastic_slurm.cluster_instances import aws_failure, check_target
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 from slurm_plugin.naming import TAG_CLUSTER, TAG_ROLE
 
 AWS_CLI_DOCS = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
@@ -100,7 +100,7 @@ def run_connect(args: argparse.Namespace) -> int:
     except (ClientError, BotoCoreError) as exc:
         raise aws_failure(exc) from None
     if not found:
-        raise UserError(_nothing_running(args, index))
+        raise OperationFailed(_nothing_running(args, index))  # the cluster (or that host) is not running: 1
     chosen = found[0]
     command = ["aws", "ssm", "start-session", "--target", chosen.instance_id, "--region", args.region]
     if args.print:

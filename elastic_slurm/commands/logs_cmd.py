@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_slurm.cluster_instances import aws_failure, check_target
-from elastic_slurm.errors import UserError
+from elastic_slurm.errors import OperationFailed, UserError
 
 DEFAULT_SINCE = "1h"
 
@@ -74,8 +74,8 @@ def run_export(args: argparse.Namespace) -> int:
             found = cluster_instances.node_instances(ec2, args.name, args.node, states=None)
             ids = [args.node] if cluster_instances.node_filter(args.node)["Name"] == "instance-id" else []
             ids = sorted({*ids, *(i.instance_id for i in found)})  # an old instance id: EC2 may have forgotten it
-            if not ids:
-                raise UserError(
+            if not ids:  # asked EC2, found nothing: the operation failed (1)
+                raise OperationFailed(
                     f"--node: no instance of cluster {args.name} in {args.region} is {args.node}; "
                     f"{cluster_instances.NODE_HINT}"
                 )
@@ -86,7 +86,7 @@ def run_export(args: argparse.Namespace) -> int:
         index = log_export.write_index(out, result, header)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-            raise UserError(
+            raise OperationFailed(
                 f"log group {group} does not exist in {args.region} (is {args.name} deployed there? "
                 "--region is the cluster's home region)"
             ) from None

@@ -119,7 +119,8 @@ def attempts_for(pool: PoolManifest, cooling_azs: Iterable[str] = ()) -> tuple[A
     """Attempts in priority order: region by region (manifest order), each market, overrides type-major.
 
     Overrides are (instance type x subnet) with priority by type preference first, then location order, so EC2's
-    prioritized allocation fills the preferred type across AZs before falling back to the next type.
+    prioritized allocation fills the preferred type across AZs before falling back to the next type. A type is left
+    out in the AZs where EC2 does not offer it (`pool.not_offered`, from the instance cache at render).
     """
     skip = set(cooling_azs)
     regions: dict[str, list[tuple[int, str, str, str]]] = {}
@@ -132,8 +133,12 @@ def attempts_for(pool: PoolManifest, cooling_azs: Iterable[str] = ()) -> tuple[A
         template = locs[0][3]
         overrides = []
         for t_index, itype in enumerate(pool.instance_types):
+            unoffered = pool.not_offered.get(itype, ())
             for l_index, (_order, subnet, az, _lt) in enumerate(locs):
-                overrides.append(Override(itype, subnet, az, priority=t_index * len(locs) + l_index))
+                if az not in unoffered:
+                    overrides.append(Override(itype, subnet, az, priority=t_index * len(locs) + l_index))
+        if not overrides:
+            continue  # no type offered in the region's remaining AZs
         for market in markets(pool.purchase_option):
             result.append(
                 Attempt(

@@ -143,6 +143,7 @@ def render_cluster(
         slurm_bin_dir=opts.slurm_bin_dir,
         slurm_conf=opts.slurm_conf,
         tags=config.tags,
+        cache=cache,
     )
     return Rendered(
         cluster=cluster.name,

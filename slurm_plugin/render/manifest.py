@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cluster_config import Cluster, Pool, pool_azs, region_of_az
 from cluster_config.efa import pool_uses_efa
+from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Location, Manifest, PoolManifest
 
 
@@ -55,7 +56,20 @@ def placeholder_infra(cluster: Cluster) -> DeployedInfra:
     return DeployedInfra(subnets=subnets, launch_templates=templates, placement_groups=groups)
 
 
-def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedInfra) -> PoolManifest:
+def not_offered(pool: Pool, azs: list[str], cache: InstanceCache | None) -> dict[str, list[str]]:
+    """Instance type -> those of `azs` where the cache says EC2 does not offer it (types whose AZs it lacks: none)."""
+    result: dict[str, list[str]] = {}
+    for itype in pool.instance_types:
+        for az in azs:
+            info = cache.regions.get(region_of_az(az), {}).get(itype) if cache is not None else None
+            if info is not None and info.availability_zones is not None and az not in info.availability_zones:
+                result.setdefault(itype, []).append(az)
+    return result
+
+
+def pool_manifest(
+    cluster: Cluster, partition: str, pool: Pool, infra: DeployedInfra, cache: InstanceCache | None = None
+) -> PoolManifest:
     """One pool's manifest entry; RenderError when the infra lacks a subnet or launch template it needs."""
     locations = []
     for az in pool_azs(cluster, pool):
@@ -94,6 +108,7 @@ def pool_manifest(cluster: Cluster, partition: str, pool: Pool, infra: DeployedI
         capacity_block=pool.capacity_reservation.capacity_block if pool.capacity_reservation else False,
         network_topology=pool.network_topology,
         efa=pool_uses_efa(pool),
+        not_offered=not_offered(pool, pool_azs(cluster, pool), cache),
     )
 
 
@@ -107,9 +122,12 @@ def build_manifest(
     slurm_bin_dir: str,
     slurm_conf: str | None,
     tags: dict[str, str],
+    cache: InstanceCache | None = None,
 ) -> Manifest:
-    """The whole runtime manifest of `cluster`."""
-    pools = [pool_manifest(cluster, part.name, pool, infra) for part in cluster.partitions for pool in part.pools]
+    """The whole runtime manifest of `cluster` (`cache`: which AZs offer which type)."""
+    pools = [
+        pool_manifest(cluster, part.name, pool, infra, cache) for part in cluster.partitions for pool in part.pools
+    ]
     return Manifest(
         cluster=cluster.name,
         home_region=cluster.region,

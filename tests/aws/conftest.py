@@ -21,3 +21,13 @@ def network(emulated_aws: EmulatedAws) -> Network:
 def manifest(aws: EmulatedAws, network: Network, tmp_path: Path) -> Manifest:
     """A manifest for a cluster of its own (unique name, own state dir)."""
     return make_manifest(aws, network, tmp_path)
+
+
+@pytest.fixture
+def no_aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AWS credentials anywhere boto3 looks: environment, files, instance metadata."""
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

@@ -172,18 +172,13 @@ def test_delete_of_nothing_deployed_is_one_line_before_any_synth(
     assert destroyed == []
 
 
+@pytest.mark.usefixtures("no_aws_credentials")
 def test_without_credentials_delete_and_diff_stop_at_one_line(
     endpoint: EmulatedAws,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     destroyed: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     path = _minimal(tmp_path, _name("cred"))
     for argv in (["cluster", "delete", "anyname", "--region", REGION], ["cluster", "diff", str(path)]):
         assert cli.main(argv) == 1

@@ -103,7 +103,7 @@ def test_a_login_node_is_the_newest_running_one_of_the_cluster_or_of_its_pool(
     assert _connect(aws, cluster, "--login", "users") == 0
     assert capsys.readouterr().out == _line(users)
     aws.client("ec2").terminate_instances(InstanceIds=[users])
-    assert _connect(aws, cluster, "--login", "users") == 2
+    assert _connect(aws, cluster, "--login", "users") == 1
     err = capsys.readouterr().err.strip()
     assert err == (
         f"elastic-slurm connect: --login: no running login node of login pool users of cluster {cluster} in us-east-1 "
@@ -111,9 +111,9 @@ def test_a_login_node_is_the_newest_running_one_of_the_cluster_or_of_its_pool(
     )
 
 
-def test_no_running_instance_is_one_line_and_exit_2(aws: EmulatedAws, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_running_instance_is_one_line_and_exit_1(aws: EmulatedAws, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = _cluster()
-    assert _connect(aws, cluster) == 2
+    assert _connect(aws, cluster) == 1
     err = capsys.readouterr().err
     assert err == (
         f"elastic-slurm connect: no running controller of cluster {cluster} in us-east-1 "
@@ -121,13 +121,13 @@ def test_no_running_instance_is_one_line_and_exit_2(aws: EmulatedAws, capsys: py
     )
     stopped = _launch(aws, cluster, "compute")
     aws.client("ec2").stop_instances(InstanceIds=[stopped["InstanceId"]])
-    assert _connect(aws, cluster, "--node", stopped["InstanceId"]) == 2
+    assert _connect(aws, cluster, "--node", stopped["InstanceId"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith(f"elastic-slurm connect: --node: no running instance of cluster {cluster} in us-east-1")
-    assert _connect(aws, cluster, "--node", "cpu-c7i-1") == 2  # a Slurm node name: no such tag on instances
+    assert _connect(aws, cluster, "--node", "cpu-c7i-1") == 1  # a Slurm node name: no such tag on instances
     assert "NodeAddr" in capsys.readouterr().err
-    assert _connect(aws, cluster, "--controller", "1") == 2
+    assert _connect(aws, cluster, "--controller", "1") == 1
     assert capsys.readouterr().err == (
         f"elastic-slurm connect: --controller: no running controller of cluster {cluster} in us-east-1 "
         f"is named {cluster}-controller-1\n"
@@ -191,3 +191,16 @@ def test_bad_name_region_or_index_is_one_line_naming_it(capsys: pytest.CaptureFi
     assert capsys.readouterr().err.startswith("elastic-slurm connect: --region: ")
     assert main(["connect", "c1", "--region", "us-east-1", "--controller", "-3", "--print"]) == 2
     assert capsys.readouterr().err.startswith("elastic-slurm connect: --controller: ")
+
+
+@pytest.mark.usefixtures("no_aws_credentials")
+def test_an_aws_failure_is_one_line_and_exit_1(
+    aws: EmulatedAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _connect(aws, _cluster()) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("elastic-slurm connect: aws: ") and "credentials" in line
+    argv = ["logs", "export", _cluster(), "--region", "us-east-1", "--endpoint-url", aws.url, "--out", str(tmp_path)]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("elastic-slurm logs: aws: ") and "credentials" in line

@@ -42,6 +42,9 @@ def test_refresh_queries_each_region_once_and_caches_the_config_types(aws: Emula
     assert (cache.get("us-east-1", "c7i.xlarge").cores, cache.get("us-east-1", "c7i.xlarge").threads_per_core) == (2, 2)
     assert graviton.prices.on_demand is None
     assert graviton.prices.spot and all(az.startswith("us-west-2") for az in graviton.prices.spot)
+    # where EC2 offers each type: one DescribeInstanceTypeOfferings by AZ per region (moto answers from EC2's data)
+    assert calls.get("ec2:DescribeInstanceTypeOfferings") == 2
+    assert graviton.availability_zones and all(az.startswith("us-west-2") for az in graviton.availability_zones)
 
 
 def test_gpu_types_carry_gpus_and_efa(aws: EmulatedAws, tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def test_a_bad_since_is_one_line_naming_it(
 
 def test_a_missing_log_group_is_one_line(aws: EmulatedAws, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = _cluster()
-    assert _export(aws, cluster, tmp_path / "out") == 2
+    assert _export(aws, cluster, tmp_path / "out") == 1
     err = capsys.readouterr().err
     assert err == (
         f"elastic-slurm logs: log group /elastic-slurm/{cluster} does not exist in us-east-1 "
@@ -142,7 +142,7 @@ def test_a_node_ec2_does_not_know_is_one_line_naming_node(
 ) -> None:
     cluster = _cluster()
     _fill(aws, cluster, {"i-0aaa/slurmd.log": (1, 0)})
-    assert _export(aws, cluster, tmp_path / "out", "--node", "cpu-c7i-3") == 2
+    assert _export(aws, cluster, tmp_path / "out", "--node", "cpu-c7i-3") == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"elastic-slurm logs: --node: no instance of cluster {cluster}")
     assert "NodeAddr" in err

@@ -206,9 +206,12 @@ def in_flight(mgr: Mgr) -> Iterator[InFlight]:
     mgr.cloud.aws().client("sqs", "us-east-1").send_message(QueueUrl=mgr.queue_url, MessageBody=spot_warning(warned))
     try:
         mgr.cycle()  # reads the warning: cpu-small-3 is powered down at once and its job requeued
-        yield InFlight(
-            dying_job, dead, spot_job, warned, mgr.cloud.job_restarts(spot_job), mgr.reason("cpu-small-3"), before
-        )
+        reason = mgr.reason("cpu-small-3")  # set by the cycle itself
+        # slurmctld requeues the job when its power-save thread starts that power-down (about a second; more when busy)
+        deadline = time.monotonic() + 30
+        while (restarts := mgr.cloud.job_restarts(spot_job)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        yield InFlight(dying_job, dead, spot_job, warned, restarts, reason, before)
     finally:
         holder.kill()  # normally gone already: the instance runner stops it with the terminated instance
         holder.wait()

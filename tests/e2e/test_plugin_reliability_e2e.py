@@ -75,7 +75,12 @@ def _the_job_runs_elsewhere_while_the_pool_is_down(cloud: LocalCloud, job: str) 
             s.startswith("down") and r.startswith("(Code:InsufficientInstanceCapacity)") for s, r in table.values()
         )
 
-    cloud.wait_until(pool_down, 90, "every cpu-small node DOWN with the capacity reason")
+    def seen() -> str:
+        log = cloud.layout.log / "resume.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else "(no resume.log)"
+        return f"{_reasons(cloud, 'cpu-small-')}, job {cloud.queue().get(job)}; resume.log:\n{tail}"
+
+    cloud.wait_until(pool_down, 90, "every cpu-small node DOWN with the capacity reason", seen)
     start_after_requeue_hold(cloud, job, REQUEUE_HOLD + 60)
     (record,) = cloud.wait_jobs_done([job], timeout=180)
     assert record.state == "COMPLETED" and record.nodes.startswith("cpu-big-"), record

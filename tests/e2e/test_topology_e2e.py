@@ -33,6 +33,7 @@ pytestmark = pytest.mark.e2e
 
 POOL_SWITCH = "cpu-small"  # the pool's switch in topology.conf: its nodes with no known place
 SLEEP = "sleep 600"
+POOL_SIZE = 10  # local-demo.yaml: pool small, max_nodes
 
 
 def manager_cycle(cloud: LocalCloud) -> None:
@@ -87,7 +88,9 @@ def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> 
     assert slurm_release(cloud) >= LIVE_SINCE  # the local cloud's default release (26.05)
     conf = cloud.layout.etc / "topology.conf"
     assert f"SwitchName={POOL_SWITCH} Nodes=" in conf.read_text()  # render's tree, read by slurmctld at boot
-    n1, n2, n3, n4 = cold_nodes(cloud, 4)
+    # the whole pool at rest first: a node an earlier test left warm would power down between two cycles below and
+    # move back under the pool's switch (a tree change of its own, counted in `topology_updates`)
+    n1, n2, n3, n4 = cold_nodes(cloud, POOL_SIZE, wait=150)[:4]
     four = [n1, n2, n3, n4]
     pair_a, pair_b = [n1, n3], [n2, n4]
     others = [n for n in cloud.nodes() if n.startswith("cpu-") and n not in four]  # partition cpu: small + big

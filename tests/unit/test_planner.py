@@ -71,6 +71,19 @@ def test_overrides_prefer_instance_type_then_location_order() -> None:
     ]
 
 
+def test_a_type_is_not_asked_for_in_the_azs_that_do_not_offer_it() -> None:
+    pool = CPU.model_copy(update={"not_offered": {"c6i.large": ["us-east-1a"]}})
+    (attempt,) = attempts_for(pool)
+    assert [(o.instance_type, o.availability_zone) for o in attempt.overrides] == [
+        ("c7i.large", "us-east-1a"),
+        ("c7i.large", "us-east-1b"),
+        ("c6i.large", "us-east-1b"),
+    ]
+    # a region none of whose remaining AZs offers any type gets no attempt at all
+    gpu = GPU.model_copy(update={"not_offered": {"g5.xlarge": ["us-west-2a"]}})
+    assert {a.region for a in attempts_for(gpu)} == {"us-east-1"}
+
+
 def test_multi_region_pool_tries_each_region_with_spot_then_on_demand() -> None:
     shapes = [(a.region, a.market, a.launch_template_id) for a in attempts_for(GPU)]
     assert shapes == [

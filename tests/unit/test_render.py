@@ -236,6 +236,21 @@ def test_manifest_lists_pools_with_locations_in_priority_order() -> None:
     assert {p.resume_timeout for p in manifest.pools} == {300}  # the manager's ResumeTimeout, per pool
 
 
+def test_manifest_names_the_azs_where_ec2_does_not_offer_a_type() -> None:
+    config = small_config()
+    cache = fixture_cache()
+    east = dict(cache.regions["us-east-1"])
+    east["c6i.xlarge"] = east["c6i.xlarge"].model_copy(update={"availability_zones": ["us-east-1b", "us-east-1c"]})
+    east["c7i.xlarge"] = east["c7i.xlarge"].model_copy(update={"availability_zones": ["us-east-1a", "us-east-1b"]})
+    cache = cache.model_copy(update={"regions": {**cache.regions, "us-east-1": east}})
+    manifest = render_cluster(config, "small", placeholder_infra(config.cluster("small")), cache).manifest
+    assert {p.key: p.not_offered for p in manifest.pools} == {
+        "cpu-c7i": {},  # the fixture records no AZs for it: every AZ assumed
+        "cpu-spot": {"c6i.xlarge": ["us-east-1a"]},
+        "gpu-g5": {},
+    }
+
+
 def test_manifest_uses_real_infra_ids() -> None:
     config = small_config()
     infra = DeployedInfra(

@@ -165,6 +165,35 @@ def test_a_type_the_cache_lacks_in_its_region_is_refused(tmp_path: Path, capsys:
     assert validate(capsys, str(path), "--cache", str(write_cache(tmp_path, cache)))[0] == 0
 
 
+def _with_azs(cache: InstanceCache, azs: list[str]) -> InstanceCache:
+    """The cache with c7i.large in us-east-1 offered in `azs` only (DescribeInstanceTypeOfferings by AZ)."""
+    east = dict(cache.regions["us-east-1"])
+    east["c7i.large"] = east["c7i.large"].model_copy(update={"availability_zones": azs})
+    return cache.model_copy(update={"regions": {**cache.regions, "us-east-1": east}})
+
+
+def test_a_type_offered_in_none_of_the_pools_azs_is_refused_and_in_some_warned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, base())  # pool c7i in us-east-1a and us-east-1b
+    nowhere = write_cache(tmp_path, _with_azs(fixture_cache(), ["us-east-1d", "us-east-1f"]))
+    code, _, err = validate(capsys, str(path), "--cache", str(nowhere))
+    assert code == exit_codes.INVALID_CONFIG
+    assert err.splitlines() == [
+        f"{path}: {P0}.instance_types[0]: 'c7i.large' is offered in none of the pool's AZs of us-east-1 (us-east-1a, "
+        f"us-east-1b), the instance cache {nowhere} says: EC2 offers it in us-east-1d, us-east-1f"
+    ]
+    some = write_cache(tmp_path, _with_azs(fixture_cache(), ["us-east-1b", "us-east-1c"]))
+    code, out, _ = validate(capsys, str(path), "--cache", str(some), "--output", "json")
+    assert code == 0
+    (warning,) = json.loads(out)["warnings"]
+    assert (warning["path"], warning["code"]) == (f"{P0}.instance_types[0]", "type-not-in-every-az")
+    assert "'c7i.large' in us-east-1a" in warning["message"]
+    everywhere = write_cache(tmp_path, _with_azs(fixture_cache(), ["us-east-1a", "us-east-1b"]))
+    code, out, _ = validate(capsys, str(path), "--cache", str(everywhere), "--output", "json")
+    assert (code, json.loads(out)["warnings"]) == (0, [])
+
+
 def test_gpu_facts_come_from_the_cache_when_it_has_the_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cache = fixture_cache()
     east = dict(cache.regions["us-east-1"])
