@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import boto3
 import pytest
 
 from localcloud.aws.emulated_aws import EmulatedAws
@@ -31,3 +32,4 @@ def no_aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # a session an earlier test made keeps its credentials

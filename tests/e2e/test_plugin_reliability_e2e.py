@@ -47,7 +47,10 @@ def _reasons(cloud: LocalCloud, prefix: str) -> dict[str, tuple[str, str]]:
 def test_a_pool_without_capacity_is_down_for_its_cool_down_and_the_job_runs_on_another_pool(
     cloud: LocalCloud,
 ) -> None:
-    cold_nodes(cloud, 10)  # the whole cpu-small pool powered down: the scheduler's first choice (lowest weight)
+    # the whole partition powered down: cpu-small is then the scheduler's first choice (lowest weight); an idle, still
+    # powered-up cpu-big node an earlier test left would take the job at once (Slurm prefers powered-up nodes)
+    cold_nodes(cloud, 10)
+    cold_nodes(cloud, 4, prefix="cpu-big-")
     # local-demo's 20 s cool-down is shorter than slurmctld's requeue delay plus its power-down cycle (~35 s here), so
     # the pool would be back before the job is eligible again: this test gives the pool one that outlasts it (COOLDOWN)
     manifest = cloud.layout.manifest
@@ -76,9 +79,9 @@ def _the_job_runs_elsewhere_while_the_pool_is_down(cloud: LocalCloud, job: str) 
         )
 
     def seen() -> str:
-        log = cloud.layout.log / "resume.log"
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else "(no resume.log)"
-        return f"{_reasons(cloud, 'cpu-small-')}, job {cloud.queue().get(job)}; resume.log:\n{tail}"
+        log = cloud.layout.log / "plugin.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log.exists() else "(no plugin.log)"
+        return f"{_reasons(cloud, 'cpu-small-')}, job {cloud.queue().get(job)}; plugin.log:\n{tail}"
 
     cloud.wait_until(pool_down, 90, "every cpu-small node DOWN with the capacity reason", seen)
     start_after_requeue_hold(cloud, job, REQUEUE_HOLD + 60)

@@ -94,11 +94,16 @@ def test_multi_node_jobs_land_on_the_fewest_network_nodes(cloud: LocalCloud) -> 
     four = [n1, n2, n3, n4]
     pair_a, pair_b = [n1, n3], [n2, n4]
     others = [n for n in cloud.nodes() if n.startswith("cpu-") and n not in four]  # partition cpu: small + big
+
     # two launches, one after the other: one bottom network node each
+    def seen() -> str:
+        jobs = cloud.slurm("squeue", "-h", "-o", "%i %T %r %N", check=False).strip().replace("\n", "; ")
+        return f"jobs: {jobs}; nodes: {cloud.nodes()}"
+
     job_a = cloud.sbatch("-p", "cpu", "-N", "2", "-w", ",".join(pair_a), wrap=SLEEP)
-    cloud.wait_until(lambda: running_on(cloud, job_a, pair_a), 120, f"job {job_a} running on {pair_a}")
+    cloud.wait_until(lambda: running_on(cloud, job_a, pair_a), 120, f"job {job_a} running on {pair_a}", seen)
     job_b = cloud.sbatch("-p", "cpu", "-N", "2", "-w", ",".join(pair_b), wrap=SLEEP)
-    cloud.wait_until(lambda: running_on(cloud, job_b, pair_b), 120, f"job {job_b} running on {pair_b}")
+    cloud.wait_until(lambda: running_on(cloud, job_b, pair_b), 120, f"job {job_b} running on {pair_b}", seen)
     launched = {cloud.instance_of_node(n).instance_id for n in four}
     job_c = ""
     try:
