@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 CACHE_SCHEMA_VERSION = 1
+ZONE_NAME = r"^[a-z0-9-]{1,64}$"  # an AZ or Local Zone name (us-east-1a, us-west-2-lax-1a)
 REBUILD_HINT = "rebuild with `elastic-slurm instance-cache refresh`"
 
 
@@ -58,8 +60,8 @@ class InstanceTypeInfo(_Frozen):
     efa: bool = False
     prices: Prices = Field(default_factory=Prices)
     # the region's AZs where EC2 offers the type (DescribeInstanceTypeOfferings); None in a cache written before they
-    # were recorded (then every AZ is assumed to offer it)
-    availability_zones: list[str] | None = None
+    # were recorded (then every AZ is assumed to offer it). Names checked: validate prints them in its messages
+    availability_zones: list[Annotated[str, Field(pattern=ZONE_NAME)]] | None = None
 
     @property
     def physical_cores(self) -> int:

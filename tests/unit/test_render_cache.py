@@ -90,6 +90,14 @@ def _valid() -> dict[str, object]:
     return data
 
 
+def _with_az(az: str) -> dict[str, object]:
+    """The fixture cache with c7i.large in us-east-1 offered in the AZ named `az`."""
+    data = _valid()
+    regions: dict[str, dict[str, dict[str, object]]] = data["regions"]  # type: ignore[assignment]
+    regions["us-east-1"]["c7i.large"]["availability_zones"] = [az]
+    return data
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
@@ -102,8 +110,20 @@ def _valid() -> dict[str, object]:
         (json.dumps({**_valid(), "regions": {"us-east-1": {"c7i.large": {"vcpus": "many"}}}}), "regions.us-east-1"),
         (json.dumps({k: v for k, v in _valid().items() if k != "generated_at"}), "generated_at: Field required"),
         (json.dumps({**_valid(), "surprise": 1}), "surprise: Extra inputs"),
+        (json.dumps(_with_az("us-east-1a\nERROR: forged line")), "availability_zones.0: String should match"),
     ],
-    ids=["missing", "empty", "corrupt", "not-object", "old-schema", "no-schema", "bad-field", "no-date", "extra-key"],
+    ids=[
+        "missing",
+        "empty",
+        "corrupt",
+        "not-object",
+        "old-schema",
+        "no-schema",
+        "bad-field",
+        "no-date",
+        "extra-key",
+        "forged-az",
+    ],
 )
 def test_unusable_cache_is_a_one_line_error(tmp_path: Path, content: str | None, fragment: str) -> None:
     path = tmp_path / "cache.json"
