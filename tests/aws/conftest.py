@@ -33,3 +33,11 @@ def no_aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # a session an earlier test made keeps its credentials
+
+
+@pytest.fixture
+def endpoint(aws: EmulatedAws, monkeypatch: pytest.MonkeyPatch) -> EmulatedAws:
+    """The commands' boto3 clients talk to the emulated AWS, in us-east-1."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return aws

@@ -28,13 +28,6 @@ TINY_TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
 
 
 @pytest.fixture
-def endpoint(aws: EmulatedAws, monkeypatch: pytest.MonkeyPatch) -> EmulatedAws:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    return aws
-
-
-@pytest.fixture
 def destroyed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], str]]:
     """Every CDK CLI command run, with the text of the config file it names (read while the command runs)."""
     calls: list[tuple[list[str], str]] = []

@@ -26,14 +26,6 @@ TINY_TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
 
 
 @pytest.fixture
-def endpoint(aws: EmulatedAws, monkeypatch: pytest.MonkeyPatch) -> EmulatedAws:
-    """The commands' boto3 clients talk to the emulated AWS."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    return aws
-
-
-@pytest.fixture
 def cdk_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Every CDK CLI command a command runs (none really runs)."""
     calls: list[list[str]] = []
