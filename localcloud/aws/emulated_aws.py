@@ -125,6 +125,12 @@ class EmulatedAws:
             aws_session_token=token,
         )
 
+    def messages_in_queue(self, queue_url: str, region: str = "us-east-1") -> int:
+        """An SQS queue's messages, visible or not (one received and not deleted is invisible until its timeout)."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        reply = self.client("sqs", region).get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)
+        return sum(int(reply["Attributes"][n]) for n in names)
+
     def enforce_iam(self, admin: Credentials) -> None:
         """Turn moto's IAM enforcement on; this handle's clients sign as `admin` from now on."""
         self._request("POST", "/_localcloud/iam", {"enforce": True})

@@ -28,6 +28,14 @@ ACCOUNT = "123456789012"
 CONTROL_PATH = "/_localcloud/iam"
 # IAM service prefixes that differ from the SigV4 signing name moto takes the action's prefix from
 IAM_PREFIXES = {"monitoring": "cloudwatch"}
+# API operations IAM authorizes as another action: SQS's batch calls have no permission of their own, "setting
+# permissions for SendMessage, DeleteMessage, or ChangeMessageVisibility sets permissions for the corresponding batch
+# versions" (SQS Developer Guide, "Amazon SQS batch actions")
+IAM_ACTION_OF = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
 
 
 def request_action(environ: dict[str, Any], body: bytes) -> str:
@@ -138,7 +146,8 @@ class IamGate:
                 action=s3_action(method, path) if s3 else request_action(environ, body),
             )
             service, _, name = request._action.partition(":")
-            request._action = f"{IAM_PREFIXES.get(service, service)}:{name}"
+            action = f"{IAM_PREFIXES.get(service, service)}:{name}"
+            request._action = IAM_ACTION_OF.get(action, action)
             request.check_signature()
             request.check_action_permitted("*")
         except HTTPException as error:  # moto's AuthFailure / AccessDenied / InvalidClientTokenId

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from slurm_plugin import logs, primary
-from slurm_plugin.manager import events, fleet, metrics, topology
+from slurm_plugin.manager import events, fleet, metrics, readiness, topology
 from slurm_plugin.manager.apply import Outcome, Terminator, apply
 from slurm_plugin.manager.model import Action, Instance, Kind, Settings
 from slurm_plugin.manager.observe import ObserveError, describe_cluster
@@ -103,16 +103,19 @@ class Manager:
         nodes = self.slurm.nodes()  # Slurm first: an address it shows belongs to an instance EC2 already lists
         instances = self.observe()
         actions = []
-        handles: list[str] = []
+        messages: list[events.Message] = []
+        actions_of: dict[str, list[Action]] = {}
         if self.sqs is not None and self.queue_url:
-            received, handles = events.receive(self.sqs, self.queue_url)
-            actions.extend(events.event_actions(received, nodes, instances))
+            messages = events.receive(self.sqs, self.queue_url)
+            for message in messages:
+                actions_of[message.handle] = events.event_actions(message.events, nodes, instances)
+                actions.extend(actions_of[message.handle])
         at = now()
         actions.extend(reconcile(nodes, instances, at, settings))
         self._log_ignored(actions)
         outcome = apply(actions, self.ec2, self.slurm, self.dry_run)
-        if handles and not self.dry_run and not outcome.failures:  # on failure they come back after the timeout
-            events.delete(self.sqs, self.queue_url or "", handles)
+        if messages and not self.dry_run:  # a message whose action failed comes back after its visibility timeout
+            events.delete(self.sqs, self.queue_url or "", events.handled(messages, actions_of, outcome.done))
         # pools with network_topology: topology.conf follows the instances (only what changed costs calls)
         placed = topology.sync(self.manifest, nodes, instances, self.ec2, self.slurm, at, self.dry_run)
         outcome.failures.extend(placed.failures)
@@ -238,8 +241,12 @@ def terminated_records(done: Sequence[Action], instances: Sequence[Instance]) ->
     ]  # fmt: skip
 
 
-def run(manager: Manager, once: bool, interval: float, stop: threading.Event) -> int:
-    """Cycle until `stop` is set (or once); exit code."""
+def run(
+    manager: Manager, once: bool, interval: float, stop: threading.Event, ready: Callable[[], object] = lambda: None
+) -> int:
+    """Cycle until `stop` is set (or once); exit code. `ready` is called once, after the first cycle (whatever its
+    outcome: a cycle that failed is logged and retried, the manager runs)."""
+    first = True
     while True:
         code = 0
         try:
@@ -253,6 +260,9 @@ def run(manager: Manager, once: bool, interval: float, stop: threading.Event) ->
             code = 1
         if once:
             return code
+        if first:
+            ready()
+            first = False
         if stop.wait(interval):
             return 0
 
@@ -273,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager = build(manifest, args)
     LOG.info("started (host %s, %s, interval %d s)", args.host, "once" if args.once else "loop", args.interval)
-    return run(manager, args.once, args.interval, stop)
+    return run(manager, args.once, args.interval, stop, ready=readiness.notify_ready)
 
 
 if __name__ == "__main__":

@@ -99,10 +99,17 @@ def _down(node: Node, reason: str, why: str, counter: str) -> Action:
     return Action(Kind.POWER_DOWN, node.name, why, reason=reason, counter=counter)
 
 
-def receive(sqs: Any, queue_url: str, max_batches: int = 10) -> tuple[list[Ec2Event], list[str]]:
-    """Up to `max_batches` ReceiveMessage calls (stop when the queue is empty) → (events, receipt handles)."""
-    events: list[Ec2Event] = []
-    handles: list[str] = []
+@dataclass(frozen=True)
+class Message:
+    """One SQS message: its receipt handle and the events in its body."""
+
+    handle: str
+    events: tuple[Ec2Event, ...]
+
+
+def receive(sqs: Any, queue_url: str, max_batches: int = 10) -> list[Message]:
+    """Up to `max_batches` ReceiveMessage calls (stop when the queue is empty) → the messages received."""
+    received: list[Message] = []
     for _ in range(max_batches):
         try:
             reply = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=MAX_MESSAGES, WaitTimeSeconds=0)
@@ -113,17 +120,33 @@ def receive(sqs: Any, queue_url: str, max_batches: int = 10) -> tuple[list[Ec2Ev
         if not messages:
             break
         for message in messages:
-            events.extend(parse_message(str(message.get("Body", ""))))
-            handles.append(str(message["ReceiptHandle"]))
-    return events, handles
+            body = parse_message(str(message.get("Body", "")))
+            received.append(Message(str(message["ReceiptHandle"]), tuple(body)))
+    return received
+
+
+def handled(
+    messages: Sequence[Message], actions_of: Mapping[str, Sequence[Action]], done: Sequence[Action]
+) -> list[str]:
+    """The receipt handles of the messages whose every action was done (or that asked for none).
+
+    A message whose action failed stays in the queue and comes back after its visibility timeout; one cycle's
+    unrelated failure (another node's power-down) does not keep a handled event for a second round.
+    """
+    done_keys = {(a.kind, a.target) for a in done}
+    return [m.handle for m in messages if all((a.kind, a.target) in done_keys for a in actions_of.get(m.handle, ()))]
 
 
 def delete(sqs: Any, queue_url: str, handles: Sequence[str]) -> None:
-    """Delete handled messages, 10 per DeleteMessageBatch."""
+    """Delete handled messages, 10 per DeleteMessageBatch; a refused entry or call is logged (it comes back)."""
     for start in range(0, len(handles), MAX_MESSAGES):
         chunk = handles[start : start + MAX_MESSAGES]
         entries = [{"Id": str(n), "ReceiptHandle": h} for n, h in enumerate(chunk)]
         try:
-            sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+            reply = sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
         except (ClientError, BotoCoreError) as exc:
             LOG.error("events: delete failed (messages will come back): %s", " ".join(str(exc).split()))
+            continue
+        for failed in reply.get("Failed", []):  # a 200 reply may still refuse some entries
+            LOG.error("events: delete of a message refused (it will come back): %s %s",
+                      failed.get("Code", "?"), failed.get("Message", ""))  # fmt: skip

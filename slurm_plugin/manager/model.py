@@ -23,6 +23,15 @@ MANAGER_PREFIX = "(Manager:"
 REPLACE_PREFIXES = (HEALTH_PREFIX, EC2_PREFIX, SPOT_PREFIX, MANAGER_PREFIX)
 # Slurm's own reasons for nodes whose instance failed (22.05 wording).
 SLURM_FAILURE_REASONS = ("ResumeTimeout reached", "Not responding")
+# Slurm's own drain reasons (26.05 wording) for a job that failed on the node: its prolog failed (slurmd's
+# registration: `Prolog error`, `Job env setup error`; the launch's reply: `Prolog/Epilog failure`), its epilog failed,
+# slurmd already ran the job it was sent (a launch repeated after a controller takeover), a step could not be killed,
+# the batch job's completion failed. Once idle the node is powered down and its instance replaced, as for
+# REPLACE_PREFIXES (ParallelCluster replaces every drained node; an administrator's own drain reason is left alone).
+SLURM_DRAIN_REASONS = (
+    "Prolog error", "Job env setup error", "Prolog/Epilog failure", "Epilog error", "Duplicate jobid",
+    "Kill task failed", "batch job complete failure",
+)  # fmt: skip
 
 LIVE_INSTANCE_STATES = frozenset({"pending", "running"})
 GONE_INSTANCE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})

@@ -12,12 +12,13 @@ A node is linked to its instance by NodeAddr = the instance's private IP (set by
 | powering up                                      | none yet / live                 | nothing (resume in flight)         |
 | powered down, DOWN `(Code:ProtectedMode)`        | -                               | resume once the pool is cleared    |
 | powered down, DOWN/DRAIN `(Code:...)`            | -                               | resume once the cool-down expired  |
-| powered down, DOWN/DRAIN by us / ResumeTimeout   | -                               | resume (back to idle~)             |
+| powered down, DOWN/DRAIN by us / Slurm's failure | -                               | resume (back to idle~)             |
 | powered down, always-on (not cooling down)       | -                               | power up (not while fleet stopped) |
 | up (idle/alloc/mixed/down)                       | gone / shutting-down / stopped  | power down, reason, job requeued   |
 | up, DOWN + not responding                        | live                            | power down (instance replaced)     |
 | up, DOWN by us or for capacity                   | live                            | power down, reason kept            |
 | up, drained by `(Health:`/`(EC2:`/... and idle   | any                             | power down (replaced on demand)    |
+| up, drained by Slurm for a job failure, idle     | any                             | power down (`Prolog/Epilog failure`, `Duplicate jobid`, ...) |
 | up, draining by those, drain_mode=requeue        | any                             | power down now                     |
 | up, idle, fleet stopped                          | live                            | power down `(Manager:FleetStopped)`|
 | up                                               | status impaired > threshold     | drain `(EC2:Impaired)`             |
@@ -38,6 +39,7 @@ from slurm_plugin.manager.model import (
     GONE_INSTANCE_STATES,
     MANAGER_PREFIX,
     REPLACE_PREFIXES,
+    SLURM_DRAIN_REASONS,
     SLURM_FAILURE_REASONS,
     Action,
     Instance,
@@ -130,7 +132,7 @@ def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) ->
                 why = f"capacity cool-down of {int(s.capacity_cooldown.total_seconds())} s expired ({node.reason})"
                 return [Action(Kind.RESUME, node.name, why, counter="capacity_recovered")]
             return []
-        if node.reason.startswith(REPLACE_PREFIXES) or node.reason.startswith(SLURM_FAILURE_REASONS):
+        if node.reason.startswith((*REPLACE_PREFIXES, *SLURM_FAILURE_REASONS, *SLURM_DRAIN_REASONS)):
             why = f"powered down after a failure ({node.reason or 'no reason'}): back to service"
             return [Action(Kind.RESUME, node.name, why)]
         return []  # DOWN/DRAIN by an administrator: theirs to undo
@@ -161,7 +163,7 @@ def _powered_up(node: Node, inst: Instance | None, now: datetime, s: Settings) -
         return [_power_down(node, REASON_NOT_RESPONDING, why, "nodes_replaced")]
     if node.down and node.reason.startswith((CAPACITY_PREFIX, *REPLACE_PREFIXES)):
         return [_power_down(node, node.reason, f"DOWN while powered up ({node.reason})", "")]
-    if node.drain and node.reason.startswith(REPLACE_PREFIXES):
+    if node.drain and node.reason.startswith((*REPLACE_PREFIXES, *SLURM_DRAIN_REASONS)):
         if not node.busy or s.drain_mode == "requeue":
             counter = "health_check_failures" if node.reason.startswith("(Health:") else "nodes_replaced"
             why = f"drained ({node.reason}){'' if not node.busy else ', jobs requeued'}: replace the instance"

@@ -8,7 +8,10 @@ SlurmctldParameters and AccountingStorageTRES, merged with a site's own.
   only once `batch_sched_delay` (default 3 s) has passed since the last scheduling pass: with Slurm's default a job
   submitted while other jobs come and go waits up to 3 s more before it is even allocated, and a cold node's launch
   waits with it (bench/README.md, cold start). 0: at most one main-scheduler pass per second while jobs arrive, each
-  bounded by Slurm's own default_queue_depth.
+  bounded by Slurm's own default_queue_depth. And `nohold_on_prolog_fail`: a batch job whose launch failed on a
+  node (its prolog failed; slurmd already ran it after a controller takeover, "Duplicate jobid") is requeued to run
+  elsewhere, not held with priority 0 until an administrator notices (Slurm's default); MaxBatchRequeue (5) bounds the
+  retries, then Slurm holds it. The node is drained and the cluster manager replaces it (manager/reconcile.py).
 - SlurmctldParameters: `enable_configless` and the power-save plugin's `idle_on_node_suspend,power_save_interval=1`
   (cluster_config.slurm_settings.PRODUCT_SLURMCTLD_PARAMETERS; written by render/base.py or the power-save fragment).
   A site adds its own (conmgr_*, enable_rpc_queue, ...); one naming a product parameter with another value is refused
@@ -31,13 +34,13 @@ from cluster_config.slurm_settings import SettingValue, render_value
 __all__ = ["GPU_TRES", "NSS_SLURM", "custom_settings", "launch_lines", "product_parameters"]
 
 NSS_SLURM = "enable_nss_slurm"
-SCHEDULER = ("batch_sched_delay=0",)
+SCHEDULER = ("batch_sched_delay=0", "nohold_on_prolog_fail")
 GPU_TRES = "gres/gpu"
 _COMMENTS = {
     "LaunchParameters": "# ---- job launch: nss_slurm answers a job's passwd/group lookups from its credential "
     "(clusters[].nss_slurm)",
     "SchedulerParameters": "# ---- scheduling: a submitted batch job is considered at slurmctld's next 1 s pass, "
-    "not up to 3 s later (render/parameter_lists.py)",
+    "not up to 3 s later; a job whose launch failed on a node is requeued, not held (render/parameter_lists.py)",
     "AccountingStorageTRES": "# ---- accounting: GPU use is recorded and GPU limits (GrpTRES=gres/gpu=N) enforced",
 }
 

@@ -6,23 +6,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
 
 from localcloud.aws.emulated_aws import EmulatedAws
-from localcloud.aws.iam import ACCOUNT, Credentials, create_principals, role_documents, without_statement
+from localcloud.aws.iam import ACCOUNT, Credentials, role_documents, without_statement
 from localcloud.aws.iam_requests import AuthzRequest
 from slurm_plugin.exporter.cloudwatch import DIMENSION, NAMESPACE, SLURMCTLD_UP, CloudWatchPublisher
-from stacks.iam_policies import RegionTarget
+from tests.aws.conftest import ENFORCED_REGION, ENFORCED_TARGETS, signed_client
 from tests.aws.iam_eval import evaluate
 
-REGION = "us-east-1"
-TARGETS = [RegionTarget(REGION, "vpc-unused", ["lt-0unused"], f"arn:aws:iam::{ACCOUNT}:role/compute")]
+REGION = ENFORCED_REGION
+TARGETS = ENFORCED_TARGETS
 
 
 def _put(namespace: str | None) -> AuthzRequest:
@@ -42,29 +38,6 @@ def test_controller_may_put_metrics_in_the_elasticslurm_namespace_only() -> None
     without = without_statement(documents["controller"], "PutClusterMetrics")
     assert evaluate({"controller": without}, [_put(NAMESPACE)], ACCOUNT) == ["ImplicitlyDenied"]
     assert evaluate({"compute": documents["compute"]}, [_put(NAMESPACE)], ACCOUNT) == ["ImplicitlyDenied"]
-
-
-@pytest.fixture(scope="module")
-def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmulatedAws, dict[str, Credentials]]]:
-    """An emulated AWS of its own enforcing IAM, with the controller and compute principals of the stacks' policies."""
-    aws = EmulatedAws.start(Path(tmp_path_factory.mktemp("iam-metrics-aws")))
-    try:
-        principals = create_principals(aws, role_documents("east", TARGETS))
-        aws.enforce_iam(principals["admin"])
-        yield aws, principals
-    finally:
-        aws.stop()
-
-
-def _client(aws: EmulatedAws, credentials: Credentials) -> Any:
-    return boto3.client(
-        "cloudwatch",
-        region_name=REGION,
-        endpoint_url=aws.url,
-        aws_access_key_id=credentials.access_key_id,
-        aws_secret_access_key=credentials.secret_access_key,
-        aws_session_token=None,
-    )
 
 
 def _maxima(aws: EmulatedAws, cluster: str, now: datetime) -> list[float]:
@@ -87,9 +60,13 @@ def test_the_publisher_signing_as_the_controller_gets_through_the_iam_gate_and_c
     now = datetime.now(UTC)
     controller, compute = f"ctl-{uuid.uuid4().hex[:6]}", f"cmp-{uuid.uuid4().hex[:6]}"
     with caplog.at_level(logging.WARNING, logger="slurm_plugin.exporter.cloudwatch"):
-        CloudWatchPublisher(_client(aws, principals["controller"]), controller).publish({SLURMCTLD_UP: 1}, now)
+        CloudWatchPublisher(signed_client(aws, principals["controller"], "cloudwatch"), controller).publish(
+            {SLURMCTLD_UP: 1}, now
+        )
         assert caplog.records == []
-        CloudWatchPublisher(_client(aws, principals["compute"]), compute).publish({SLURMCTLD_UP: 1}, now)
+        CloudWatchPublisher(signed_client(aws, principals["compute"], "cloudwatch"), compute).publish(
+            {SLURMCTLD_UP: 1}, now
+        )
     assert _maxima(aws, controller, now) == [1]
     assert _maxima(aws, compute, now) == []
     (denied,) = [r.getMessage() for r in caplog.records]

@@ -23,6 +23,7 @@ from slurm_plugin.manager.model import Node, Settings
 from slurm_plugin.manager.observe import parse_state
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Location, Manifest, PoolManifest
 from slurm_plugin.powersave.ec2 import Ec2
+from slurm_plugin.powersave.slurm import SlurmError
 
 LATER = datetime.now(UTC) + timedelta(hours=2)  # every instance launched by the test is past the orphan grace
 
@@ -34,6 +35,7 @@ class FakeSlurm:
     node_list: list[Node]
     leader: str = "ctl-a"
     calls: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
+    failing: tuple[str, ...] = ()  # power-downs whose reason starts with one of these fail
 
     def nodes(self) -> list[Node]:
         return list(self.node_list)
@@ -43,6 +45,8 @@ class FakeSlurm:
 
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
         self.calls.append(("power_down", tuple(nodes), reason))
+        if reason.startswith(self.failing):
+            raise SlurmError(f"scontrol update: slurm_update error: Socket timed out ({reason})")
 
     def drain(self, nodes: Sequence[str], reason: str) -> None:
         self.calls.append(("drain", tuple(nodes), reason))
@@ -167,8 +171,35 @@ def test_spot_interruption_from_sqs_requeues_the_node_and_the_message_is_deleted
 
     assert [(c[0], c[1]) for c in slurm.calls] == [("power_down", ("cpu-c7i-3",))]
     assert slurm.calls[0][2].startswith("(Spot:Interruption)")
-    assert sqs.receive_message(QueueUrl=queue, VisibilityTimeout=0).get("Messages", []) == []
+    assert aws.messages_in_queue(queue) == 0
     assert metrics.load(tmp_path / "state").counters["spot_interruptions"] == 1
+    aws.client("ec2").terminate_instances(InstanceIds=[spot["InstanceId"]])
+
+
+@pytest.mark.parametrize("failing", ["(Manager:InstanceGone)", "(Spot:Interruption)"])
+def test_an_event_message_stays_queued_only_when_its_own_action_failed(
+    aws: EmulatedAws, network: dict[str, str], tmp_path: Path, cluster: str, failing: str
+) -> None:
+    """A spot warning for one node and, in the same cycle, another node whose instance is gone: when the other
+    node's power-down fails the warning was handled and is deleted; when its own fails it stays for the next round."""
+    spot, lost = launch(aws, network, cluster, 2)
+    aws.client("ec2").terminate_instances(InstanceIds=[lost["InstanceId"]])
+    sqs = aws.client("sqs")
+    queue = sqs.create_queue(QueueName=cluster)["QueueUrl"]
+    event = {"detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+             "detail": {"instance-id": spot["InstanceId"], "instance-action": "terminate"}}  # fmt: skip
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(event))
+    slurm = FakeSlurm(
+        [node("cpu-c7i-4", "ALLOCATED+CLOUD", spot["PrivateIpAddress"]),
+         node("cpu-c7i-5", "MIXED+CLOUD", lost["PrivateIpAddress"])],
+        failing=(failing,),
+    )  # fmt: skip
+
+    outcome = manager(aws, tmp_path, cluster, slurm, sqs=sqs, queue_url=queue).cycle(now=lambda: LATER)
+
+    assert outcome is not None and len(outcome.failures) == 1 and failing in outcome.failures[0]
+    assert sorted(c[1] for c in slurm.calls) == [("cpu-c7i-4",), ("cpu-c7i-5",)]
+    assert aws.messages_in_queue(queue) == (1 if failing.startswith("(Spot") else 0)
     aws.client("ec2").terminate_instances(InstanceIds=[spot["InstanceId"]])
 
 

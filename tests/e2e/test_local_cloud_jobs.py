@@ -78,7 +78,8 @@ def test_jobs_without_mem_share_a_node_with_the_partitions_default_memory_per_cp
     assert "TmpDisk=1024" in cloud.slurm("scontrol", "show", "node", small, "--oneliner").split()
     show = cloud.slurm("scontrol", "show", "config").splitlines()
     config = {key.strip(): value.strip() for key, _, value in (line.partition(" = ") for line in show)}
-    assert config.get("SchedulerParameters") == "bf_continue,bf_interval=10,batch_sched_delay=0"  # + the product's
+    product = "batch_sched_delay=0,nohold_on_prolog_fail"  # + the product's
+    assert config.get("SchedulerParameters") == f"bf_continue,bf_interval=10,{product}"
     cloud.slurm("scancel", long_job)
     (long,) = cloud.wait_jobs_done([long_job], timeout=60)
     assert (long.state, long.nodes) == ("CANCELLED", node)

@@ -42,6 +42,11 @@ ORPHAN_GRACE = 60  # long in every cycle but the orphan test's: a resume in flig
 # First run: stays busy until its node fails; after the requeue: done at once (SLURM_RESTART_COUNT counts requeues).
 RUNS_UNTIL_REQUEUED = 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then echo ran-on=$SLURMD_NODENAME; else sleep 600; fi'
 TICK = 3.0  # seconds between manager cycles while a test waits
+# the site Prolog of manager.yaml (slurmd runs it as root before a job's first step on a node): it fails once for each
+# FAIL_NEXT_PROLOG file a test drops on the shared file system (only one prolog can remove it)
+PROLOG = "/shared/e2e-prolog"
+FAIL_NEXT_PROLOG = "e2e-fail-next-prolog"
+PROLOG_SCRIPT = f"#!/bin/sh\nrm /shared/{FAIL_NEXT_PROLOG} 2>/dev/null && exit 1\nexit 0\n"
 
 
 @dataclass
@@ -116,6 +121,9 @@ class Mgr:
 def mgr(request: pytest.FixtureRequest) -> Iterator[Mgr]:
     """A local cloud of manager.yaml with an SQS events queue, always torn down."""
     with module_cloud(request, CONFIG, STATE_DIR, "cluster manager e2e") as cloud:
+        prolog = cloud.layout.shared / Path(PROLOG).name
+        prolog.write_text(PROLOG_SCRIPT)
+        prolog.chmod(0o755)
         sqs = cloud.aws().client("sqs", "us-east-1")
         queue_url = sqs.create_queue(QueueName="mgr-ec2-events")["QueueUrl"]
         yield Mgr(cloud, queue_url)
@@ -236,7 +244,7 @@ def test_spot_interruption_event_requeues_the_job_and_ends_the_instance(mgr: Mgr
     warned = in_flight.warned.instance_id
     mgr.wait(lambda: warned not in {i.instance_id for i in mgr.cloud.instances(LIVE)}, 60, f"{warned} terminated")
     assert mgr.counters()["spot_interruptions"] == in_flight.counters_before["spot_interruptions"] + 1
-    assert mgr.cloud.aws().client("sqs", "us-east-1").receive_message(QueueUrl=mgr.queue_url).get("Messages") is None
+    assert mgr.cloud.aws().messages_in_queue(mgr.queue_url) == 0  # deleted, not merely invisible after a receive
     nothing_lost(mgr, [in_flight.spot_job], records)
 
 
@@ -317,6 +325,28 @@ def test_gpu_failure_drains_the_node_and_the_manager_replaces_it(mgr: Mgr) -> No
     job = mgr.cloud.sbatch("-w", ALWAYS_ON, wrap="echo ran-on=$SLURMD_NODENAME")
     records = mgr.wait_jobs([job])
     assert f"ran-on={ALWAYS_ON}" in (mgr.cloud.layout.jobs / f"{job}.out").read_text()
+    nothing_lost(mgr, [job], records)
+
+
+def test_a_job_whose_prolog_fails_is_requeued_not_held_and_its_node_replaced(mgr: Mgr) -> None:
+    """The site prolog fails on the node: Slurm drains it `Prolog error` and requeues the job — not held
+    (SchedulerParameters=nohold_on_prolog_fail, render/parameter_lists.py); the manager replaces the drained node once
+    idle (SLURM_DRAIN_REASONS) and the job, pinned to it, runs on the new instance."""
+    mgr.wait(lambda: mgr.state(ALWAYS_ON) == "idle", 90, f"{ALWAYS_ON} idle")
+    failing = mgr.cloud.instance_of_node(ALWAYS_ON)
+    before = mgr.counters()["nodes_replaced"]
+    (mgr.cloud.layout.shared / FAIL_NEXT_PROLOG).touch()
+    job = mgr.cloud.sbatch("-w", ALWAYS_ON, wrap="echo ran-on=$SLURMD_NODENAME")
+    mgr.cloud.wait_until(lambda: mgr.cloud.job_restarts(job) >= 1, 60, f"job {job} requeued after its prolog failed")
+    assert not (mgr.cloud.layout.shared / FAIL_NEXT_PROLOG).exists()
+    assert mgr.reason(ALWAYS_ON).startswith("Prolog error")  # slurmd's word, as 26.05 has it
+    shown = mgr.cloud.slurm("scontrol", "show", "job", job, "--oneliner").split()
+    assert "Priority=0" not in shown and "Reason=JobHeldUser" not in shown and "Reason=JobHeldAdmin" not in shown
+    records = mgr.wait_jobs([job], 240)
+    assert records[0].restarts == 1
+    assert f"ran-on={ALWAYS_ON}" in (mgr.cloud.layout.jobs / f"{job}.out").read_text()
+    assert mgr.counters()["nodes_replaced"] > before
+    assert failing.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
     nothing_lost(mgr, [job], records)
 
 

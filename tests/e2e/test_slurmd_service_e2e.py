@@ -3,6 +3,7 @@
 - A compute instance's slurmd is started by Slurm's own slurmd.service with our drop-in (the bootstrap's options,
   the unit's limits, Restart=on-failure), not by the user data: the boot returns, slurmd keeps the machine's boot
   clock, and a crashed slurmd comes back on the same node.
+- The cluster manager's unit (Type=notify) is started once the manager has run its first cycle.
 - Resume workers survive `systemctl restart slurmctld` (the drop-in's KillMode=process): a restart while a worker is
   still launching leaves the worker running, and its node comes up.
 The units run under the systemctl stand-in, which tracks each unit's processes by cgroup as systemd does
@@ -24,9 +25,12 @@ from localcloud.aws.faults import Faults
 from localcloud.cloud import LocalCloud
 from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
+from slurm_plugin.manager.metrics import METRICS_FILE
+from slurm_plugin.manifest import load_manifest
 from tests.e2e.conftest import cold_nodes
 
 pytestmark = pytest.mark.e2e
+MANAGER_UNIT = "slurm-clustermgr.service"
 
 
 def _slurmd(cloud: LocalCloud, instance_id: str) -> int:
@@ -158,3 +162,25 @@ def _plugin_log(cloud: LocalCloud) -> list[str]:
 def _done(cloud: LocalCloud, worker: int) -> bool:
     """Whether the resume worker `worker` logged the end of its request."""
     return any(f" {worker} INFO " in line and " done: " in line for line in _plugin_log(cloud))
+
+
+def test_the_cluster_manager_unit_is_started_once_its_first_cycle_ran(cloud: LocalCloud) -> None:
+    """slurm-clustermgr.service is Type=notify (slurm_plugin/manager/readiness.py): the controller's boot
+    (`systemctl enable --now`, stacks/user_data.py) returns once the manager has run one cycle — its metrics are
+    written by then — and not before. The session cloud boots without the manager (the tests drive its cycles, the
+    unit is in ES_LOCAL_UNITS_SKIP); here it is started from its unit file as the boot starts it, then stopped."""
+    metrics = Path(load_manifest(cloud.layout.manifest).state_dir) / METRICS_FILE
+    before = metrics.stat().st_mtime if metrics.exists() else 0.0
+    environment = "set -a; . /etc/elastic-slurm/env; set +a; ES_LOCAL_UNITS_SKIP="
+    started = cloud.on_controller(["/bin/bash", "-c", f"{environment}; exec systemctl enable --now {MANAGER_UNIT}"])
+    try:
+        assert started.returncode == 0, started.stderr
+        assert metrics.stat().st_mtime > before  # the first cycle ran before the start returned
+        pid = procs.read_pid(cloud.layout.run / "units" / f"{MANAGER_UNIT}.pid")
+        assert pid is not None and "slurm-clustermgr" in procs.cmdline(pid)
+    finally:
+        stopped = cloud.on_controller(
+            ["/bin/bash", "-c", f"{environment}; exec systemctl disable --now {MANAGER_UNIT}"]
+        )
+    assert stopped.returncode == 0, stopped.stderr
+    assert not procs.cmdline(pid)

@@ -315,6 +315,23 @@ def test_node_drained_by_an_administrator_is_left_alone() -> None:
     assert reconcile(nodes, [inst("127.1.0.7")], NOW, SETTINGS) == []
 
 
+@pytest.mark.parametrize(
+    "reason",
+    ["Prolog error [slurm@2026-11-29T00:36:00]", "Prolog/Epilog failure", "Duplicate jobid", "Kill task failed"],
+)
+def test_node_slurm_drained_for_a_job_failure_is_replaced_once_idle_and_comes_back(reason: str) -> None:
+    """Slurm drains a node whose prolog failed or whose slurmd already ran the job it was sent (a launch repeated
+    after a controller takeover): once its jobs are gone the instance is replaced, then the node is back in service."""
+    busy = [node("cpu-c7i-7", "MIXED+CLOUD+DRAIN", "127.1.0.7", reason, 10)]
+    assert reconcile(busy, [inst("127.1.0.7")], NOW, SETTINGS) == []  # the job it still runs finishes first
+    idle = [node("cpu-c7i-7", "IDLE+CLOUD+DRAIN", "127.1.0.7", reason, 10)]
+    actions = reconcile(idle, [inst("127.1.0.7")], NOW, SETTINGS)
+    assert kinds(actions) == [(Kind.POWER_DOWN, "cpu-c7i-7")]
+    assert actions[0].reason == reason and actions[0].counter == "nodes_replaced"  # Slurm's reason kept
+    down = [node("cpu-c7i-7", "IDLE+CLOUD+DRAIN+POWERED_DOWN", "127.1.0.7", reason, 10)]
+    assert kinds(reconcile(down, [], NOW, SETTINGS)) == [(Kind.RESUME, "cpu-c7i-7")]
+
+
 def test_powered_down_node_still_drained_by_the_manager_is_resumed() -> None:
     nodes = [node("cpu-c7i-7", "IDLE+CLOUD+DRAIN+POWERED_DOWN", "127.1.0.7", "(EC2:Scheduled) retirement", 10)]
     assert kinds(reconcile(nodes, [], NOW, SETTINGS)) == [(Kind.RESUME, "cpu-c7i-7")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from elastic_slurm import cli
-from slurm_plugin.manager import metrics
+from slurm_plugin.manager import metrics, readiness
 from slurm_plugin.manager.apply import Outcome
 from slurm_plugin.manager.daemon import Manager, run
 from slurm_plugin.manager.metrics import Metrics
@@ -61,6 +62,31 @@ def test_a_failing_cycle_does_not_stop_the_loop_and_stop_ends_it() -> None:
     stub = StubManager([SlurmError("slurmctld restarting"), None, Outcome()], stop=stop)
     assert run(as_manager(stub), False, 0.01, stop) == 0
     assert stub.cycles == 3
+
+
+def test_the_loop_reports_ready_once_after_its_first_cycle_even_a_failed_one_and_once_never() -> None:
+    calls: list[int] = []
+    stop = threading.Event()
+    stub = StubManager([SlurmError("slurmctld restarting"), Outcome(), Outcome()], stop=stop)
+    assert run(as_manager(stub), False, 0.01, stop, ready=lambda: calls.append(stub.cycles)) == 0
+    assert calls == [1]
+    assert run(as_manager(StubManager([Outcome()])), True, 1, threading.Event(), ready=lambda: calls.append(0)) == 0
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("abstract", [False, True])
+def test_ready_is_one_datagram_to_the_notify_socket(tmp_path: Path, abstract: bool) -> None:
+    name = f"@es-notify-{tmp_path.name}" if abstract else str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind("\0" + name[1:] if abstract else name)
+        listener.settimeout(5)
+        assert readiness.notify_ready({"NOTIFY_SOCKET": name}) is True
+        assert listener.recv(100) == b"READY=1\n"
+
+
+def test_ready_without_a_socket_sends_nothing_and_a_dead_socket_is_a_warning(tmp_path: Path) -> None:
+    assert readiness.notify_ready({}) is False
+    assert readiness.notify_ready({"NOTIFY_SOCKET": str(tmp_path / "nobody-listens")}) is False
 
 
 def test_status_table_shows_live_nodes_and_unclaimed_instances() -> None:

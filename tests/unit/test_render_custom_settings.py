@@ -78,7 +78,8 @@ def test_cluster_settings_come_last_and_replace_the_products_lines_in_base_and_f
     assert "EnforcePartLimits=ANY" not in out.fragments["partitions"].splitlines()
     assert list(out.fragments)[-1] == "custom"
     assert out.slurm_conf.splitlines()[-3:] == [
-        "SchedulerParameters=bf_continue,bf_window=4320,batch_sched_delay=0",  # the product's appended
+        # the product's appended
+        "SchedulerParameters=bf_continue,bf_window=4320,batch_sched_delay=0,nohold_on_prolog_fail",
         "SlurmctldDebug=debug",
         "EnforcePartLimits=NO",
     ]
@@ -237,19 +238,23 @@ def test_without_nss_slurm_a_users_launch_parameters_are_written_as_they_are() -
     assert "enable_nss_slurm" not in out.slurm_conf
 
 
-# ---- SchedulerParameters=batch_sched_delay=0 (render/parameter_lists.py), merged into a user's SchedulerParameters
-def test_the_product_schedules_submitted_batch_jobs_at_the_next_pass() -> None:
+# ---- SchedulerParameters=batch_sched_delay=0,nohold_on_prolog_fail (render/parameter_lists.py), merged into a user's
+def test_the_product_schedules_submitted_batch_jobs_at_the_next_pass_and_requeues_failed_launches_unheld() -> None:
     out, base, _ = rendered()
     sched = [x for x in out.slurm_conf.splitlines() if x.startswith("SchedulerParameters=")]
-    assert sched == ["SchedulerParameters=batch_sched_delay=0"]
+    assert sched == ["SchedulerParameters=batch_sched_delay=0,nohold_on_prolog_fail"]
     assert "SchedulerParameters" not in base
 
 
 @pytest.mark.parametrize(
     ("users", "line"),
     [
-        ("bf_continue", "SchedulerParameters=bf_continue,batch_sched_delay=0"),
-        ("bf_continue,batch_sched_delay=3", "SchedulerParameters=bf_continue,batch_sched_delay=3"),  # the user's wins
+        ("bf_continue", "SchedulerParameters=bf_continue,batch_sched_delay=0,nohold_on_prolog_fail"),
+        (
+            "bf_continue,batch_sched_delay=3",
+            "SchedulerParameters=bf_continue,batch_sched_delay=3,nohold_on_prolog_fail",
+        ),
+        ("nohold_on_prolog_fail,batch_sched_delay=1", "SchedulerParameters=nohold_on_prolog_fail,batch_sched_delay=1"),
     ],
 )
 def test_a_users_scheduler_parameters_keep_or_override_batch_sched_delay(users: str, line: str) -> None:

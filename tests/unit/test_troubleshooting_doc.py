@@ -9,7 +9,7 @@ What is grepped (slurm_plugin/**/*.py and the health check script):
 - reason codes: `*_CODE = "Code"` constants, `power_down_reason("Code", ...)`, the default codes of a failed launch
   (`code: str = "..."`, `next(..., "Code")`), and every EC2 capacity error code the plugin knows;
 - the health checks' `Unhealthy("check", ...)` → `(Health:check)`;
-- Slurm's own reasons the manager acts on (`SLURM_FAILURE_REASONS`).
+- Slurm's own reasons the manager acts on (`SLURM_FAILURE_REASONS`, `SLURM_DRAIN_REASONS`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _CODE_CALL = re.compile(r'power_down_reason\("(\w+)"')
 _DEFAULT_CODE = re.compile(r'(?:\bcode: str = |\bnext\(.*,\s*)"([A-Z][A-Za-z]+)"\)?')
 _CAPACITY_CODES = re.compile(r"CAPACITY_ERROR_CODES = frozenset\(\s*\{(.*?)\}\s*\)", re.DOTALL)
 _CHECK = re.compile(r'Unhealthy\("(\w+)"')
-_SLURM_REASONS = re.compile(r"^SLURM_FAILURE_REASONS = \(([^)]*)\)", re.MULTILINE)
+_SLURM_REASONS = re.compile(r"^SLURM_\w+_REASONS = \(([^)]*)\)", re.MULTILINE)
 _STRING = re.compile(r'"([^"]+)"')
 
 
@@ -64,9 +64,10 @@ def reason_texts() -> set[str]:
     health_prefix = re.search(r'^PREFIX = "(\(\w+:)"', health, re.MULTILINE)
     assert health_prefix is not None, "the health check's PREFIX not found"
     found.update(f"{health_prefix[1]}{check})" for check in _CHECK.findall(health))
-    slurm = _SLURM_REASONS.search(every)
-    assert slurm is not None, "SLURM_FAILURE_REASONS not found"
-    found.update(_STRING.findall(slurm[1]))
+    slurm = _SLURM_REASONS.findall(every)
+    assert len(slurm) == 2, "SLURM_FAILURE_REASONS and SLURM_DRAIN_REASONS not found"
+    for reasons in slurm:
+        found.update(_STRING.findall(reasons))
     return found
 
 
@@ -91,6 +92,7 @@ def test_the_grep_finds_what_it_should() -> None:
         "(Health:stream)",
         "ResumeTimeout reached",
         "Not responding",
+        "Duplicate jobid",
     ):
         assert known in texts, f"the grep no longer finds {known!r}"
     assert len(texts) >= 40
