@@ -2,8 +2,8 @@
 
 One module-scoped local cloud of configs/protected.yaml (boot_failure_limit 2): the cheap `cpu-bad` pool is the
 scheduler's first choice; its instances fail to boot (the instance runner never starts slurmd), Slurm's ResumeTimeout
-runs slurm-resume-fail, and after the second failure the pool is protected: its nodes DOWN with the reason, the job
-runs on `cpu-good`, nothing more is launched for `bad` until `slurm-pool-protection --clear cpu-bad`.
+runs slurm-resume-fail, and after the second failure the pool is protected: its nodes DOWN with the reason, the jobs
+run on `cpu-good`, nothing more is launched for `bad` until `slurm-pool-protection --clear cpu-bad`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ def _bad_nodes(cloud: LocalCloud) -> dict[str, tuple[str, str]]:
 
 
 def test_a_pool_whose_boots_keep_failing_stops_launching_and_the_job_runs_elsewhere(prot: LocalCloud) -> None:
+    # two jobs at once: both go to the cheaper pool, both boots fail within one ResumeTimeout (two failures in a row
+    # for the pool, as two jobs one after the other would make them, in half the time), both jobs run on cpu-good
     prot.fail_next_boots(2)
-    job = prot.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME")
-    (record,) = prot.wait_jobs_done([job], timeout=300)
-    assert record.state == "COMPLETED" and record.nodes.startswith("cpu-good-"), record
+    jobs = [prot.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME") for _ in range(2)]
+    records = prot.wait_jobs_done(jobs, timeout=300)
+    assert all(r.state == "COMPLETED" and r.nodes.startswith("cpu-good-") and r.restarts == 1 for r in records), records
     assert _bad_launches(prot) == 2
     table = _bad_nodes(prot)
     assert all(s.startswith("down") and r.startswith("(Code:ProtectedMode) pool cpu-bad") for s, r in table.values())
