@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_config import ElasticSlurmConfig, load
 from cluster_config.model import Cluster
-from localcloud import conf
+from localcloud import conf, port_claims
 from localcloud.aws import cloud_iam
 from localcloud.aws.aws_setup import create_infra, plan_networks
 from localcloud.aws.emulated_aws import EmulatedAws, free_port
@@ -498,7 +498,10 @@ class LocalCloud(CloudOps):
         from localcloud.teardown import stop_everything
 
         # the backup's daemons first: a primary stopped before it would hand the cluster over to it
-        return stop_everything(self.layout, [DAEMONS[0], *BACKUP_DAEMONS, *DAEMONS[1:]])
+        stopped = stop_everything(self.layout, [DAEMONS[0], *BACKUP_DAEMONS, *DAEMONS[1:]])
+        if self.layout.cloud_json.exists():  # the ports `up` claimed, given back
+            port_claims.release_cloud(self.info().ports)
+        return stopped
 
     def status(self) -> Status:
         """Daemons (PID or None), Slurm nodes and live instances; nodes/instances empty when unreachable."""

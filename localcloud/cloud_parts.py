@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_config.model import Cluster
+from localcloud import port_claims
 from localcloud.aws.emulated_aws import DAEMON_PORTS_FROM
 from localcloud.image import slurm_root
 from localcloud.ops import Instance
@@ -104,7 +105,7 @@ class CloudInfo:
 
 
 def port_block(size: int) -> int:
-    """A base port such that base..base+size-1 are all free on 127.0.0.1."""
+    """A base port such that base..base+size-1 are all free on 127.0.0.1, claimed for this process."""
     # below the kernel's ephemeral range (32768+ by default): an outgoing connection never takes a slurmd's port;
     # and below free_port's range (the daemons' ports), so a daemon never takes one either
     low = min(int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]), DAEMON_PORTS_FROM)
@@ -116,7 +117,8 @@ def port_block(size: int) -> int:
                     sock.bind(("127.0.0.1", port))
         except OSError:
             continue
-        return base
+        if port_claims.claim(range(base, base + size)):  # each slurmd binds its port only when its node boots
+            return base
     raise LocalCloudError(f"no block of {size} free TCP ports found on 127.0.0.1")
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localcloud import port_claims
 from localcloud.aws.faults import Faults
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ DAEMON_PORTS_FROM = 25000  # free_port's range starts here (below: the slurmd po
 
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1, below the kernel's ephemeral range: between this pick and the daemon's
-    bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did."""
+    bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did; and
+    claimed for this process (localcloud/port_claims.py): another local cloud picking ports meanwhile skips it."""
     ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(100):
         port = DAEMON_PORTS_FROM + secrets.randbelow(max(1, ephemeral - DAEMON_PORTS_FROM))
@@ -50,6 +52,7 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if port_claims.claim([port]):  # not picked by another cloud that has yet to bind it
             return port
     with socket.socket() as sock:  # no free port below the ephemeral range: any free port
         sock.bind(("127.0.0.1", 0))
