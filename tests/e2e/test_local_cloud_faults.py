@@ -50,6 +50,7 @@ def test_ice_everywhere_requeues_the_job_and_it_runs_once_capacity_is_back(cloud
     assert [i for i in cloud.instances() if i.instance_id not in before] == []
     assert cloud.queue().get(job) in {"PENDING", "CONFIGURING"}
     cloud.clear_faults()
+    start_after_requeue_hold(cloud, job, 60)
     (record,) = cloud.wait_jobs_done([job], timeout=180)
     assert record.state == "COMPLETED"
     assert_no_orphans(cloud)
@@ -76,6 +77,7 @@ def test_spot_interruption_mid_job_requeues_the_job_and_it_completes(cloud: Loca
     node = cloud.slurm("squeue", "-h", "-j", job, "-o", "%N").strip()
     victim = cloud.instance_of_node(node)
     cloud.interrupt(victim.instance_id)
+    start_after_requeue_hold(cloud, job, 180)  # slurmctld requeues it once the node stops responding
     (record,) = cloud.wait_jobs_done([job], timeout=240)
     assert record.state == "COMPLETED"
     assert record.restarts >= 1
