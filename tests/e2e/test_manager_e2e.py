@@ -112,6 +112,12 @@ class Mgr:
     def state(self, node: str) -> str:
         return self.cloud.nodes().get(node, "?")
 
+    def reason_logged(self, node: str) -> str:
+        """The last reason slurmctld logged setting for `node` (`update_node: node N reason set to: R`)."""
+        marker = f"update_node: node {node} reason set to: "
+        lines = (self.cloud.layout.log / "slurmctld.log").read_text(errors="replace").splitlines()
+        return next((line.split(marker, 1)[1] for line in reversed(lines) if marker in line), "")
+
     def reason(self, node: str) -> str:
         out = self.cloud.slurm("scontrol", "show", "node", node, "--oneliner")
         return out.split(" Reason=", 1)[1].strip() if " Reason=" in out else ""
@@ -214,7 +220,9 @@ def in_flight(mgr: Mgr) -> Iterator[InFlight]:
     mgr.cloud.aws().client("sqs", "us-east-1").send_message(QueueUrl=mgr.queue_url, MessageBody=spot_warning(warned))
     try:
         mgr.cycle()  # reads the warning: cpu-small-3 is powered down at once and its job requeued
-        reason = mgr.reason("cpu-small-3")  # set by the cycle itself
+        # the reason the cycle itself set, as slurmctld logged it: the node's own Reason= is cleared when the requeued
+        # job takes it again, which on a loaded machine may come before a read here
+        reason = mgr.reason_logged("cpu-small-3")
         # slurmctld requeues the job when its power-save thread starts that power-down (about a second; more when busy)
         deadline = time.monotonic() + 30
         while (restarts := mgr.cloud.job_restarts(spot_job)) < 1 and time.monotonic() < deadline:
