@@ -21,11 +21,11 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud app.py
 
-# Tests run in 5 workers on 2 cores, one test file per worker at a time (--dist loadfile): the e2e files mostly wait
-# on Slurm's timers (3 workers left a quarter of the CPU idle: 24 min; 4: 20 min, a fifth still idle), and each starts
-# its own local cloud (own state dir, ports claimed across processes: localcloud/port_claims.py), so they overlap.
+# Tests run in 4 workers on 2 cores, one test file per worker at a time (--dist loadfile): the e2e files mostly wait
+# on Slurm's timers (measured: 3 workers 24 min with a quarter of the CPU idle, 4 workers 20 min, 5 workers 20.4 min),
+# and each starts its own local cloud (own state dir, ports claimed across processes: localcloud/port_claims.py).
 test: setup lint typecheck
-	$(PY) -m pytest -q -ra -n 5 --dist loadfile --durations=15 tests
+	$(PY) -m pytest -q -ra -n 4 --dist loadfile --durations=15 tests
 
 unit: setup
 	$(PY) -m pytest -q tests/unit
