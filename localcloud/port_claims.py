@@ -5,7 +5,9 @@ seconds later: slurmctld after the controller's boot, each slurmd when its node 
 meanwhile (`make test` runs several at once) saw the same ports free and took one, and one slurmctld died with
 "Address already in use". A claim is a file named after the port in CLAIMS_DIR holding the claiming process's PID,
 made under one lock: a port is picked only when it is unbound AND unclaimed, or claimed by a process that is gone (a
-test worker keeps its claims for its life; `release` gives a torn-down cloud's ports back earlier).
+test worker keeps its claims for its life; `release` gives a torn-down cloud's ports back earlier). A port this
+process already claimed is refused too: one cloud picks all its ports before its daemons bind any, and a second pick
+of the same still-unbound port gave two of its daemons one port (prometheus: "bind: address already in use").
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ def _holder(path: Path) -> int | None:
 
 
 def claim(ports: Iterable[int], directory: Path | None = None) -> bool:
-    """Claim every port of `ports` for this process, or none of them (False: one is held by a live process)."""
+    """Claim every port of `ports` for this process, or none of them (False: one is held by a live process, this one
+    included)."""
     wanted = list(ports)
     with _locked(directory) as directory:
-        if any(_holder(directory / str(port)) not in (None, os.getpid()) for port in wanted):
+        if any(_holder(directory / str(port)) is not None for port in wanted):
             return False
         for port in wanted:
             (directory / str(port)).write_text(f"{os.getpid()}\n")

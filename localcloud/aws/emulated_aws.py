@@ -40,13 +40,19 @@ DUMMY_CREDENTIALS = {
 DAEMON_PORTS_FROM = 25000  # free_port's range starts here (below: the slurmd port blocks of localcloud.cloud)
 
 
+def daemon_port_range() -> range:
+    """Where free_port picks: from DAEMON_PORTS_FROM up to the kernel's ephemeral range."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return range(DAEMON_PORTS_FROM, ephemeral)
+
+
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1, below the kernel's ephemeral range: between this pick and the daemon's
     bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did; and
     claimed for this process (localcloud/port_claims.py): another local cloud picking ports meanwhile skips it."""
-    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = daemon_port_range()
     for _ in range(100):
-        port = DAEMON_PORTS_FROM + secrets.randbelow(max(1, ephemeral - DAEMON_PORTS_FROM))
+        port = ports.start + secrets.randbelow(max(1, len(ports)))
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))

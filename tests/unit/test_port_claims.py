@@ -4,6 +4,7 @@ claimer is gone (two clouds starting at once used to pick the same slurmctld por
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from localcloud import port_claims
+from localcloud.aws import emulated_aws
 from localcloud.aws.emulated_aws import free_port
 from localcloud.cloud_parts import port_block
 
@@ -23,7 +25,7 @@ def test_a_claimed_port_is_refused_to_another_live_process_until_released(tmp_pa
         assert not (tmp_path / "26000").exists()  # all or nothing
         assert port_claims.claim([26000], tmp_path) is True
         assert (tmp_path / "26000").read_text().strip() == str(os.getpid())
-        assert port_claims.claim([26000], tmp_path) is True  # this process's own claim again
+        assert port_claims.claim([26000], tmp_path) is False  # claimed already, if by this process: not twice
         port_claims.release([26000, 26001], tmp_path)
         assert not (tmp_path / "26000").exists()
         assert (tmp_path / "26001").exists()  # the other process's claim is not ours to give back
@@ -48,3 +50,30 @@ def test_free_port_and_port_block_claim_what_they_return(monkeypatch: pytest.Mon
     claimed = {int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()}
     assert claimed == {port, base, base + 1, base + 2}
     assert all((tmp_path / str(p)).read_text().strip() == str(os.getpid()) for p in claimed)
+
+
+def test_free_port_never_returns_a_port_it_returned_before_and_the_daemon_has_yet_to_bind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A cloud picks all its ports (aws, mysql, slurmctld, ..., prometheus) before any daemon binds one: two picks of
+    one still-unbound port in one process gave two daemons the same port (CI: prometheus "address already in use").
+    The random draw is made to offer the first port twice, as it did by chance."""
+    window = _three_unbound_ports()
+    monkeypatch.setattr(port_claims, "CLAIMS_DIR", tmp_path)
+    monkeypatch.setattr(emulated_aws, "daemon_port_range", lambda: window)
+    draws = iter([0, 0, 1, 1, 2])
+    monkeypatch.setattr(emulated_aws.secrets, "randbelow", lambda _n: next(draws))
+    picks = [free_port() for _ in range(3)]
+    assert picks == list(window)  # none picked twice
+
+
+def _three_unbound_ports() -> range:
+    for start in range(emulated_aws.daemon_port_range().stop - 3, emulated_aws.DAEMON_PORTS_FROM, -3):
+        try:
+            for port in range(start, start + 3):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return range(start, start + 3)
+    raise AssertionError("no three unbound ports in free_port's range")
