@@ -45,6 +45,31 @@ FSTAB_JQ = (
     r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
 )
 
+# The Slurm daemons' units that need every shared file system (slurmd on compute nodes, sackd on login nodes: the
+# users' files; slurmctld needs only its StateSaveLocation, config apply's own drop-in), and the mounts parameter's
+# mount points as their drop-in's `RequiresMountsFor=` lines (a plain path, the same check as FSTAB_JQ's: no blank,
+# '%' specifier or quote reaches systemd).
+MOUNT_UNITS = ("slurmd", "sackd")
+MOUNTS_FOR_JQ = (
+    f'[.[].mount_point | if test("{PATH_PATTERN}") and (test("/\\\\.\\\\.?(/|$)") | not)'
+    ' then "RequiresMountsFor=" + . else error("not a plain mount point: \\(.)") end] | join("\\n")'
+)
+# The boot lines that write that drop-in (run after the mounts; tests/e2e/test_units_real_systemd.py runs them under a
+# real systemd): each daemon is started only once every shared file system is mounted.
+MOUNT_DEPENDENCIES = [
+    "# slurmd and sackd only with every shared file system mounted: the mounts are nofail (a reboot goes on without",
+    "# one), and systemd orders a nofail mount before no target (systemd.mount(5)), so after a reboot slurmd could run",
+    "# jobs without the users' files. RequiresMountsFor= mounts each first and does not start the daemon when one",
+    "# fails (MOUNT_UNITS, MOUNTS_FOR_JQ)",
+    f"mounts_for=$(jq -r '{MOUNTS_FOR_JQ}' {ETC}/mounts.json)",
+    f"for unit in {' '.join(MOUNT_UNITS)}; do",
+    "  install -d /etc/systemd/system/$unit.service.d",
+    "  printf '# written by the boot (stacks/user_data.py)\\n[Unit]\\n%s\\n' \"$mounts_for\""
+    " > /etc/systemd/system/$unit.service.d/elastic-slurm-mounts.conf",
+    "done",
+    "systemctl daemon-reload",
+]
+
 _PRELUDE = [
     "set -Eeuo pipefail",
     "# the boot's own log (also in cloud-init's output): a failure's reason is taken from its last lines",
@@ -90,6 +115,7 @@ _PRELUDE = [
     "  fi",
     '  mountpoint -q "$mount_point" || mount "$mount_point"',
     "done",
+    *MOUNT_DEPENDENCIES,
     "# users and groups from the site's directory (clusters[].directory), if any: sssd (assets/bootstrap)",
     f"{BIN}/elastic-slurm-directory",
     "# Slurm's and elastic-slurm's logs to CloudWatch Logs, also kept on disk (slurm_plugin/log_shipping.py): to the",

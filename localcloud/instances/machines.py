@@ -107,6 +107,15 @@ def _own_etc(layout: Layout, root: Path, instance_id: str) -> tuple[tuple[str, s
     return tuple(binds)
 
 
+def _own_systemd(base: Path, root: Path) -> tuple[str, str]:
+    """The machine's own /etc/systemd/system, whose boot adds drop-ins (the shared file systems' RequiresMountsFor=,
+    stacks/user_data.py): its disk starts as the image's, units and links, and is never the image root's itself."""
+    own = base / "etc-systemd"
+    if not own.exists():
+        shutil.copytree(root / "etc/systemd/system", own, symlinks=True)
+    return (str(own), "/etc/systemd/system")
+
+
 def controller_machine(index: int) -> str:
     """The machine directory name of controller `index`: `controller` (the primary), `controller-1` (the backup)."""
     return "controller" if index == 0 else f"controller-{index}"
@@ -123,8 +132,6 @@ def controller_view(
     base = layout.machine_dir(machine)
     for sub in ("etc-munge", "etc-elastic-slurm"):
         (base / sub).mkdir(parents=True, exist_ok=True)
-    if not (base / "etc-systemd").exists():  # the machine's disk starts as the image's: its units and links
-        shutil.copytree(root / "etc/systemd/system", base / "etc-systemd", symlinks=True)
     extra: tuple[tuple[str, str], ...] = ()
     if hostname:
         hosts = base / "hosts"
@@ -138,7 +145,7 @@ def controller_view(
         *_own_sssd(layout, root, machine),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
-        (base / "etc-systemd", "/etc/systemd/system"),
+        _own_systemd(base, root),
         (layout.etc, "/etc/slurm"),
         *enter.same_path(layout.root, REPO_ROOT),
         (layout.shared, shared_mount),
@@ -152,7 +159,8 @@ def ec2_hostname(private_ip: str) -> str:
 
 
 def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str | None = None) -> enter.View:
-    """One emulated EC2 instance (compute node): its own /run, /tmp, /etc/munge and /etc/elastic-slurm, no slurm.conf
+    """One emulated EC2 instance (compute node): its own /run, /tmp, /etc/munge, /etc/elastic-slurm and
+    /etc/systemd/system, no slurm.conf
     anywhere on its disk, its own accounts and name service (`_own_etc`); with `private_ip`, its own /etc/hosts
     resolving its EC2 host name to that address. Its
     user data mounts the shared file system (the state dir's shared/, visible at its own path as the NFS server would
@@ -173,6 +181,7 @@ def instance_view(layout: Layout, root: Path, instance_id: str, private_ip: str 
         *_own_sssd(layout, root, instance_id),
         (base / "etc-munge", "/etc/munge"),
         (base / "etc-elastic-slurm", "/etc/elastic-slurm"),
+        _own_systemd(base, root),
         *enter.same_path(layout.spool, layout.log, layout.run, layout.jobs, layout.shared),
     )
 

@@ -1,6 +1,7 @@
 """The local cloud's systemctl stand-in (localcloud/native/systemctl) honours what slurmd's and slurmctld's units rely
 on: KillMode= (which processes a stop ends, by cgroup membership, not by session), Limit*= on the main process,
-Restart=on-failure (a crash restarts it, a stop or a clean exit does not), drop-ins in systemd's order.
+Restart=on-failure (a crash restarts it, a stop or a clean exit does not), drop-ins in systemd's order,
+RequiresMountsFor= (the boot's drop-in: no Slurm daemon without the shared file systems).
 
 Scratch units in a temporary unit path (SYSTEMD_UNIT_PATH, as systemd reads it), run on this host as the stand-in runs
 them inside the Slurm root; needs root and a cgroup2 hierarchy (cgroup membership is what KillMode= acts on).
@@ -52,13 +53,17 @@ class Units:
             (self.path / f"{name}.d").mkdir(exist_ok=True)
             (self.path / f"{name}.d" / conf).write_text(body)
 
-    def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def systemctl(self, *args: str, check: bool = True, fstab: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """The stand-in; with `fstab`, as the machine's /etc/fstab, in a mount namespace of its own (what it mounts
+        vanishes with it)."""
         env = {
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
             "SYSTEMD_UNIT_PATH": str(self.path),
             "ES_LOCAL_UNIT_DIR": str(self.run_dir),
+            **({"ES_LOCAL_FSTAB": str(fstab)} if fstab else {}),
         }
-        done = subprocess.run([str(SYSTEMCTL), *args], env=env, capture_output=True, text=True, timeout=60)
+        argv = [*(["unshare", "--mount", "--propagation", "private"] if fstab else []), str(SYSTEMCTL), *args]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         if check:
             assert done.returncode == 0, done.stderr
         return done
@@ -242,3 +247,35 @@ def test_drop_ins_apply_in_file_name_order_and_an_empty_value_resets(units: Unit
     )
     units.systemctl("start", "order.service")
     assert out.read_text().split() == ["early", "early"]
+
+
+def test_requires_mounts_for_mounts_fstabs_entry_first_and_a_mount_that_fails_stops_the_start(
+    units: Units, tmp_path: Path
+) -> None:
+    """What the boot's drop-in asks (stacks/user_data.py MOUNT_DEPENDENCIES): the file system at the path (or a parent
+    of it) is mounted from /etc/fstab before the service starts; when that mount fails, the service never starts."""
+    source, good, bad = tmp_path / "source", tmp_path / "good", tmp_path / "bad"
+    for directory in (source, good, bad):
+        directory.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    fstab = tmp_path / "fstab"
+    fstab.write_text(  # a file bound onto a directory: that mount fails
+        f"{source} {good} none bind,_netdev,nofail 0 0\n{a_file} {bad} none bind,_netdev,nofail 0 0\n"
+    )
+    seen, started = tmp_path / "seen", tmp_path / "started"
+    units.unit(
+        "needs-good.service",
+        f"[Unit]\nRequiresMountsFor={good}/data\n[Service]\nType=oneshot\n"
+        f"ExecStart=/bin/sh -c 'mountpoint -q {good} && echo mounted > {seen}'\n",
+    )
+    units.unit(
+        "needs-bad.service",
+        f"[Unit]\nRequiresMountsFor={bad}\n[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo started > {started}'\n",
+    )
+    units.systemctl("start", "needs-good.service", fstab=fstab)
+    assert seen.read_text() == "mounted\n"
+    failed = units.systemctl("start", "needs-bad.service", fstab=fstab, check=False)
+    assert failed.returncode != 0 and f"a dependency failed: {bad} " in failed.stderr, failed.stderr
+    assert not started.exists()
+    assert subprocess.run(["mountpoint", "-q", str(good)]).returncode != 0  # mounted in the stand-in's namespace only

@@ -18,7 +18,15 @@ from cluster_config.model_base import CLUSTER_NAME_PATTERN
 from cluster_config.safe_types import PATH_PATTERN
 from lambdas.deconfigure import handler
 from slurm_plugin.licenses.units import timer_dropin
-from stacks.user_data import FSTAB_JQ, boot_commands, env_file, env_file_text, env_values_in, read_env_file
+from stacks.user_data import (
+    FSTAB_JQ,
+    MOUNTS_FOR_JQ,
+    boot_commands,
+    env_file,
+    env_file_text,
+    env_values_in,
+    read_env_file,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdbd-AbCdEf"
@@ -111,10 +119,26 @@ def test_the_boot_stops_at_a_mount_point_that_is_not_a_plain_path(mount_point: s
     assert out.returncode != 0 and "not a plain mount point" in out.stderr and out.stdout == ""
 
 
+@pytest.mark.parametrize(
+    "mount_point",
+    ["/a b", "/x%n", "/x\nExecStartPre=/bin/touch /pwned", "/shared$(id)", "relative", "/shared/../etc", "/a//b"],
+)
+def test_the_slurmd_mounts_drop_in_refuses_a_mount_point_that_is_not_a_plain_path(mount_point: str) -> None:
+    """The boot's `RequiresMountsFor=` lines (systemd reads a blank as a list separator, '%' as a specifier, a newline
+    as a new directive): a mount point that is not a plain path writes nothing and stops the boot."""
+    entries = [{"mount_point": "/shared"}, {"mount_point": mount_point}]
+    out = subprocess.run(["jq", "-r", MOUNTS_FOR_JQ], input=json.dumps(entries), capture_output=True, text=True)
+    assert out.returncode != 0 and "not a plain mount point" in out.stderr and out.stdout == ""
+    fine = subprocess.run(["jq", "-r", MOUNTS_FOR_JQ], input=json.dumps(entries[:1]), capture_output=True, text=True)
+    assert fine.stdout == "RequiresMountsFor=/shared\n"
+
+
 def test_the_user_data_uses_the_fstab_program() -> None:
     script = "\n".join(boot_commands("compute", {"ES_CLUSTER": "small"}))
     assert f"jq -r '{FSTAB_JQ}' /etc/elastic-slurm/mounts.json |" in script
     assert "'" not in FSTAB_JQ  # it sits in single quotes
+    assert f"mounts_for=$(jq -r '{MOUNTS_FOR_JQ}' /etc/elastic-slurm/mounts.json)" in script
+    assert "'" not in MOUNTS_FOR_JQ
 
 
 def test_the_deconfigure_command_quotes_and_checks_every_value() -> None:
