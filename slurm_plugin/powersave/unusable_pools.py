@@ -103,10 +103,11 @@ def mark_pools_down(
     except SlurmError as exc:
         log.warning("%s: %s", label, exc)
         known = {}
-    idle = {
-        k: [n for n in _idle_nodes(p, known, by_prefix) if n not in members.get(k, [])]
-        for k, (p, _, _) in unusable.items()
-    }
+    idle: dict[str, list[str]] = {}
+    for key, (pool, _, _) in unusable.items():
+        free, queued = _idle_nodes(pool, known, by_prefix)
+        idle[key] = [n for n in free if n not in members.get(key, [])]
+        members.setdefault(key, []).extend(n for n in queued if n not in members[key])
     down = _set_down(slurm, unusable, idle, label)
     if power_down is not None:
         power_down()
@@ -202,16 +203,21 @@ def _power_down_started(state: str) -> bool:
     return any(f in flags for f in POWER_DOWN_STARTED) and "POWER_DOWN" not in flags
 
 
-def _idle_nodes(pool: PoolManifest, known: Mapping[str, SlurmNode], by_prefix: Mapping[str, PoolManifest]) -> list[str]:
-    """The pool's nodes that are idle and powered down (idle~): free for the scheduler, so it would pick them."""
-    result = []
+def _idle_nodes(
+    pool: PoolManifest, known: Mapping[str, SlurmNode], by_prefix: Mapping[str, PoolManifest]
+) -> tuple[list[str], list[str]]:
+    """The pool's idle nodes the scheduler would pick once powered down: (those whose power-down started — idle~, or
+    POWERING_DOWN after an earlier request or the idle timer: DOWN now sticks —, those with a power-down still queued —
+    POWER_DOWN: DOWN only once it started, or its start would erase it). Drained, reserved, ... nodes are left."""
+    free, queued = [], []
     for name, node in known.items():
         flags = node.state.split("+")
-        if (
-            pool_of(name, by_prefix) == pool
-            and flags[0] == "IDLE"
-            and "POWERED_DOWN" in flags
-            and not any(f in flags for f in BUSY_FLAGS)
-        ):
-            result.append(name)
-    return result
+        if pool_of(name, by_prefix) != pool or flags[0] != "IDLE":
+            continue
+        if any(f in flags for f in BUSY_FLAGS if f != "POWERING_DOWN"):
+            continue
+        if _power_down_started(node.state):
+            free.append(name)
+        elif "POWER_DOWN" in flags:
+            queued.append(name)
+    return free, queued

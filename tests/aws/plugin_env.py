@@ -153,6 +153,7 @@ class FakeSlurm:
     resets: list[str] = field(default_factory=list)
     update_calls: int = 0
     known: tuple[str, ...] = ()  # further nodes Slurm has (idle~)
+    states: dict[str, str] = field(default_factory=dict)  # node -> state, where not idle~ (until set DOWN)
 
     def set_addresses(self, addresses: Mapping[str, str]) -> None:
         self.update_calls += 1
@@ -173,12 +174,14 @@ class FakeSlurm:
         self.down.update(dict.fromkeys(nodes, (reason, resume_after)))
 
     def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
-        names = [*self.known, *self.addresses, *self.powered_down] if nodes is None else nodes
+        names = [*self.known, *self.states, *self.addresses, *self.powered_down] if nodes is None else nodes
         return {n: SlurmNode(n, self.addresses.get(n, n), n, self._state(n)) for n in dict.fromkeys(names)}
 
     def _state(self, node: str) -> str:
         if node in self.down:
             return "DOWN+CLOUD+POWERED_DOWN"
+        if node in self.states:
+            return self.states[node]
         if node in self.powered_down or node not in self.addresses:
             return "IDLE+CLOUD+POWERED_DOWN"
         return "IDLE+CLOUD"

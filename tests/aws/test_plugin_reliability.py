@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave import state
 from slurm_plugin.powersave.ec2 import Ec2, Instance
 from slurm_plugin.powersave.launcher import resume_nodes
-from slurm_plugin.powersave.slurm import Scontrol, SlurmError, parse_show_nodes
+from slurm_plugin.powersave.slurm import Scontrol, SlurmError, SlurmNode, parse_show_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
 from tests.aws.plugin_env import FakeSlurm, ec2_for, live_instances, rid
 
@@ -357,6 +358,37 @@ def test_a_pool_whose_boots_keep_failing_stops_launching_until_cleared_or_change
     assert list(resume_nodes(limited, ["gpu-g5-8"], [], ec2_for(aws), FakeSlurm(), rid("rclr")).launched) == [
         "gpu-g5-8"
     ]
+
+
+def test_a_pool_entering_protected_mode_sets_down_its_nodes_still_powering_down_too(
+    aws: EmulatedAws, manifest: Manifest
+) -> None:
+    """A node an earlier failed boot powered down is POWERING_DOWN for SuspendTimeout when the next failure protects
+    the pool: it is set DOWN too (its power-down started, so idle_on_node_suspend cannot erase the DOWN), else it
+    turns idle~ when that ends and the scheduler hands it a job the resume then refuses (seen under load: the job
+    requeued a second time); one whose power-down is still queued is set DOWN once it started. A node drained by an
+    admin, or running a job, is left alone."""
+    limited = manifest.model_copy(update={"boot_failure_limit": 2})
+    _resume_failed(aws, limited, FakeSlurm(), ["gpu-g5-1"])
+
+    class Starting(FakeSlurm):
+        """slurmctld starts the queued power-down of gpu-g5-3 once the protected pool's first nodes are DOWN."""
+
+        def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
+            if self.down:
+                self.states["gpu-g5-3"] = "IDLE+CLOUD+POWERING_DOWN"
+            return super().show_nodes(nodes)
+
+    slurm = Starting(
+        states={
+            "gpu-g5-1": "IDLE+CLOUD+POWERING_DOWN",  # the first failure's power-down, still going
+            "gpu-g5-3": "IDLE+CLOUD+POWER_DOWN",  # a power-down queued (DOWN only once it started)
+            "gpu-g5-4": "IDLE+DRAIN+CLOUD+POWERING_DOWN",  # an admin's drain
+            "gpu-g5-5": "MIXED+CLOUD",  # running a job
+        }
+    )
+    assert _resume_failed(aws, limited, slurm, ["gpu-g5-2"]) == ["gpu-g5"]
+    assert sorted(slurm.down) == ["gpu-g5-1", "gpu-g5-2", "gpu-g5-3"]
 
 
 def test_a_boot_that_works_resets_the_count_of_failed_boots(aws: EmulatedAws, manifest: Manifest) -> None:
