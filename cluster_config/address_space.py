@@ -2,8 +2,8 @@
 
 One notion for every field that opens a port to addresses outside the cluster: `clusters[].ssh_allowed_cidrs`
 (public ranges only with `ssh_allow_public_cidrs`, cluster_config/deploy_checks.py) and
-`clusters[].rest_api.allowed_cidrs` (private ranges only: tokens travel in clear text). A range counts as private or
-documentation only when all of it does: `10.0.0.0/7` is public (it holds 11.0.0.0/8).
+`clusters[].rest_api.allowed_cidrs` (private ranges only: the page is for the cluster's own network). A range counts
+as private or documentation only when all of it does: `10.0.0.0/7` is public (it holds 11.0.0.0/8).
 """
 
 from __future__ import annotations

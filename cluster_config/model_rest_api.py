@@ -36,13 +36,14 @@ class RestApi(StrictModel):
         default=DEFAULT_WEB_PORT,
         ge=1024,
         le=65535,
-        description="Port of the web page and of the REST API through it (`/slurm/...`, `/openapi/...`), plain HTTP.",
+        description="Port of the web page and of the REST API through it (`/slurm/...`, `/openapi/...`), HTTPS with "
+        "the controller's own certificate (its fingerprint is in the controller's boot log).",
     )
     allowed_cidrs: CidrList = Field(
         default_factory=list,
         description="Private CIDRs (RFC 1918, 100.64.0.0/10, fc00::/7) the controllers' security group lets reach "
-        "`web_port` (e.g. your VPN's); empty: only through an SSH tunnel. Tokens travel in clear text over plain "
-        "HTTP, so public address space is refused.",
+        "`web_port` (e.g. your VPN's); empty: only through an SSH tunnel. Public address space is refused: the "
+        "page is for the cluster's own network.",
     )
     max_token_lifespan: int = Field(
         default=86400,

@@ -13,8 +13,8 @@ from cluster_config.model_rest_api import DATA_PARSER
 TAKEN_PORTS = {6817: "slurmctld", 6818: "slurmd", 6819: "slurmdbd", 9464: "the metrics exporter", 22: "SSH"}
 # slurm.conf keys the REST API writes (slurm_plugin/render/rest_api.py)
 OWNED_KEYS = ("authalttypes", "authaltparameters")
-# Where the web page may be opened: private and shared address space only (tokens travel in clear text):
-# cluster_config/address_space.py
+# Where the web page may be opened: private and shared address space only (the page is for the cluster's own network;
+# its tokens are bearer credentials): cluster_config/address_space.py
 TESTED_RELEASES = ("26.05",)  # Slurm releases serving the data parser the web page speaks, tested with slurmrestd
 
 
@@ -35,7 +35,7 @@ def rest_api_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
         if address_space(cidr) != "private":
             yield (
                 f"{where}.allowed_cidrs[{index}]",
-                f"{cidr} is not private address space, where tokens would travel in clear text over plain HTTP: "
+                f"{cidr} is not private address space: the web page hands out what tokens can do to whoever holds one, "
                 "name your VPN's or office's private CIDRs (RFC 1918, 100.64.0.0/10, fc00::/7), or use an SSH tunnel",
             )
     for key in cluster.slurm_settings:

@@ -5,12 +5,19 @@ user does on it — connect with a token, submit a job template — for the e2e 
 local cloud's job user from the page of a running local cloud (one with `rest_api.enabled`), waits until the page
 shows it COMPLETED and saves a screenshot. playwright is a test dependency (requirements-dev.txt); it never downloads
 a browser here: it launches /usr/bin/chromium (scripts/setup.sh installs it).
+
+The page is HTTPS with the controller's self-signed certificate (slurm_plugin/webui/certificate.py): Chromium trusts
+exactly that certificate's key (`--ignore-certificate-errors-spki-list`, the pin a user makes by comparing the
+fingerprint), Python clients take it as their only CA (`tls_context`), so every request here checks it.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import re
+import ssl
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,13 +45,43 @@ TOKEN_LIFESPAN = 900
 VIEWPORT_SIZE = (1280, 900)
 
 
+def certificate(cloud: LocalCloud) -> Path:
+    """The web page's certificate on the cloud's (first) controller, as its config apply made it."""
+    from localcloud.instances.machines import controller_machine
+
+    return cloud.layout.machine_dir(controller_machine(0)) / "etc-elastic-slurm" / "webui" / "cert.pem"
+
+
+def tls_context(cloud: LocalCloud) -> ssl.SSLContext:
+    """A client context that trusts the page's certificate only (and checks that it names 127.0.0.1)."""
+    return ssl.create_default_context(cafile=str(certificate(cloud)))
+
+
+def spki_pin(cert_pem: bytes) -> str:
+    """base64 SHA-256 of the certificate's public key (SubjectPublicKeyInfo): Chromium's pin format."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    spki = (
+        x509.load_pem_x509_certificate(cert_pem)
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
 @contextmanager
-def chromium() -> Iterator[Browser]:
-    """Debian's Chromium, headless, through playwright (which downloads nothing)."""
+def chromium(trusted: Path | None = None) -> Iterator[Browser]:
+    """Debian's Chromium, headless, through playwright (which downloads nothing); trusting the certificate `trusted`
+    (its key only) when given."""
     from playwright.sync_api import sync_playwright
 
+    args = [
+        *CHROMIUM_ARGS,
+        *([f"--ignore-certificate-errors-spki-list={spki_pin(trusted.read_bytes())}"] if trusted else []),
+    ]
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
         try:
             yield browser
         finally:
@@ -53,7 +90,7 @@ def chromium() -> Iterator[Browser]:
 
 def page_url(cloud: LocalCloud) -> str:
     """The web page of the cloud's controller (a 127.0.0.1 port here; rest_api.web_port on EC2)."""
-    return f"http://127.0.0.1:{cloud.info().ports['webui']}/"
+    return f"https://127.0.0.1:{cloud.info().ports['webui']}/"
 
 
 def token(cloud: LocalCloud, user: str = JOB_USER, lifespan: int = TOKEN_LIFESPAN) -> str:
@@ -116,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cloud.info().rest_api:
         print("webui_browser: this local cloud's config has no rest_api.enabled", file=sys.stderr)
         return 2
-    with chromium() as browser:
+    with chromium(certificate(cloud)) as browser:
         page = browser.new_page(viewport={"width": VIEWPORT_SIZE[0], "height": VIEWPORT_SIZE[1]})
         connect(page, page_url(cloud), JOB_USER, token(cloud))
         job = submit(page, "hello", "cpu")

@@ -5,7 +5,8 @@ replaced controller and the backup sign and check tokens with the same key (the 
 once, assets/bootstrap/elastic-slurm-config-apply; it is never in the repo, a template or a parameter).
 `rest-api.env` is read by Slurm's slurmrestd unit (through the image's drop-in), by the web page's unit and by the
 config apply (ES_REST_API=1 starts both, 0 stops them): slurmrestd listens on 127.0.0.1 only, the web page on every
-address at `web_port` and forwards `/slurm/...` and `/openapi/...` to it. slurmdbd.conf gets the same key on the
+address at `web_port`, over HTTPS with the controller's own certificate (ES_WEBUI_CERT/_KEY, made by config apply),
+and forwards `/slurm/...` and `/openapi/...` to it. slurmdbd.conf gets the same key on the
 accounting host (`dbd_jwt_key`): slurmrestd's answers resolve TRES and QOS through slurmdbd with the user's token.
 """
 
@@ -18,6 +19,8 @@ from cluster_config import Cluster, ElasticSlurmConfig
 
 JWT_KEY_NAME = "jwt_hs256.key"
 ENV_NAME = "rest-api.env"
+# the web page's TLS certificate and key, this controller's own (config apply makes them: slurm_plugin/webui/certificate.py)
+WEBUI_CERT_DIR = "/etc/elastic-slurm/webui"
 
 
 def jwt_key_path(state_save_location: str) -> str:
@@ -55,6 +58,8 @@ def env_file(
         f"ES_RESTD_URL=http://127.0.0.1:{port}",
         f"ES_WEBUI_LISTEN={web_listen or f'0.0.0.0:{rest.web_port}'}",
         f"ES_JWT_KEY={jwt_key_path(state_save_location)}",
+        f"ES_WEBUI_CERT={WEBUI_CERT_DIR}/cert.pem",
+        f"ES_WEBUI_KEY={WEBUI_CERT_DIR}/key.pem",
     ]
     return "\n".join([*lines, ""])
 

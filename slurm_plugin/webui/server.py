@@ -1,5 +1,5 @@
-"""The web page's HTTP server: static files, the job templates, node AZs, and the REST API proxy (one thread per
-request, standard library only).
+"""The web page's HTTPS server: static files, the job templates, node AZs, and the REST API proxy (one thread per
+request, standard library only; TLS with the controller's certificate, certificate.py).
 
 Routes: `/` and `/static/<file>` (the page), `GET /elastic/templates` (templates.py), `GET /elastic/node-zones`
 (zones.py; only for a token slurmctld accepts: the user's headers are checked with a small query first),
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import mimetypes
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -131,9 +132,36 @@ class Handler(BaseHTTPRequestHandler):
         self._send(answer)
 
 
-def make_server(host: str, port: int, webui: WebUi) -> ThreadingHTTPServer:
-    """A bound server (port 0: any free port; `server.server_address` tells which)."""
-    server = ThreadingHTTPServer((host, port), Handler)
+def tls_context(certificate: str, key: str) -> ssl.SSLContext:
+    """The page's TLS: TLS 1.2 or newer, Python's default (forward-secret) ciphers; OSError/ssl.SSLError when the pair
+    cannot be read or does not match."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certificate, key)
+    return context
+
+
+class TlsServer(ThreadingHTTPServer):
+    """HTTPS: each connection's handshake runs in its handler's thread (with the connection's timeout), never in the
+    accept loop, so a client that connects and stays silent holds no one else up."""
+
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is not None:
+            request.settimeout(CONNECTION_TIMEOUT)
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError):
+                request.close()  # a plain-HTTP request or a failed handshake: nothing is answered in clear text
+                return
+        super().finish_request(request, client_address)
+
+
+def make_server(host: str, port: int, webui: WebUi, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    """A bound server (port 0: any free port; `server.server_address` tells which); HTTPS with `tls`."""
+    server = TlsServer((host, port), Handler)
     server.daemon_threads = True
+    server.tls = tls
     server.webui = webui  # type: ignore[attr-defined]
     return server

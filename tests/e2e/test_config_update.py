@@ -193,12 +193,12 @@ def _rest_state(cloud: LocalCloud) -> RestState:
         webui_browser.page_url(cloud).rstrip("/") + f"/slurm/{DATA_PARSER}/partitions/",
         headers={"X-SLURM-USER-NAME": webui_browser.JOB_USER, "X-SLURM-USER-TOKEN": _token_or_empty(cloud)},
     )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+    try:  # the page's own certificate, made by config apply when the REST API was first enabled
+        with urllib.request.urlopen(request, timeout=30, context=webui_browser.tls_context(cloud)) as answer:
             status: int | None = answer.status
     except urllib.error.HTTPError as exc:
         status = exc.code
-    except (urllib.error.URLError, ConnectionError):
+    except (urllib.error.URLError, ConnectionError, FileNotFoundError):
         status = None
     return active, status, alt.group(1) if alt else "(missing)"
 

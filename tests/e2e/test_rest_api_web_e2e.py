@@ -5,16 +5,20 @@ The controller's config apply started Slurm's slurmrestd unit (the image's drop-
 page's unit, as on EC2. A user connects on the page with a token from `scontrol token`, sees the partitions and the
 nodes per state and AZ, submits the hello template pinned to a powered-down node: the emulated EC2 launches an
 instance for it, the page shows the node's AZ and the job COMPLETED, and sacct agrees (the job ran as that user).
-A wrong token is refused: 401 from the proxy, and the page says so.
+A wrong token is refused: 401 from the proxy, and the page says so. The page is HTTPS only, with the controller's own
+certificate (Chromium trusts exactly its key; Python clients take it as their only CA).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shutil
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,6 +27,7 @@ from cluster_config.model_rest_api import DATA_PARSER
 from localcloud.cloud import LocalCloud
 from localcloud.services import webui_browser
 from tests.e2e.conftest import cold_nodes
+from tests.unit.test_webui_tls import plain_http_answer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -33,11 +38,11 @@ SLURM_UID = 64030  # assets/image-build/build-slurm.sh
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser(cloud: LocalCloud) -> Iterator[Browser]:
     pytest.importorskip("playwright.sync_api", reason="playwright (requirements-dev.txt)")
     if shutil.which(webui_browser.CHROMIUM) is None:
         pytest.skip(f"no {webui_browser.CHROMIUM} (scripts/setup.sh installs Debian's chromium)")
-    with webui_browser.chromium() as launched:
+    with webui_browser.chromium(webui_browser.certificate(cloud)) as launched:
         yield launched
 
 
@@ -47,7 +52,7 @@ def _get(cloud: LocalCloud, path: str, user: str, token: str) -> tuple[int, dict
         headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token},
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with urllib.request.urlopen(request, timeout=30, context=webui_browser.tls_context(cloud)) as answer:
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
@@ -109,3 +114,38 @@ def test_a_wrong_token_is_refused_with_401_and_the_page_says_so(cloud: LocalClou
     page.locator("#status").filter(has_text="Token refused (HTTP 401)").wait_for()
     assert page.locator("#partitions tbody tr").count() == 0
     page.close()
+
+
+def test_the_page_is_https_only_with_the_controllers_own_certificate(cloud: LocalCloud) -> None:
+    """Tokens never travel in clear text: the page answers TLS only, with the certificate config apply made for this
+    controller (names 127.0.0.1 and its host name; key readable by the page's account only), whose fingerprint the
+    boot log gives for users to compare; a client that does not trust it gets nothing."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    cert_path = webui_browser.certificate(cloud)
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
+    assert cloud.info().controller in names.get_values_for_type(x509.DNSName)
+    key = cert_path.with_name("key.pem").stat()
+    assert (key.st_mode & 0o777, key.st_uid) == (0o400, _uid_in_root(cloud, "slurmrestd"))
+    fingerprint = cert.fingerprint(hashes.SHA256()).hex(":").upper()
+    assert (
+        f"made the web page's certificate, sha256 {fingerprint}"
+        in (cloud.layout.log / "controller-boot.log").read_text()
+    )
+    port = cloud.info().ports["webui"]
+    assert not plain_http_answer("127.0.0.1", port).startswith(b"HTTP/")  # no answer in clear text
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(f"https://127.0.0.1:{port}/", timeout=30, context=ssl.create_default_context())
+    with urllib.request.urlopen(
+        webui_browser.page_url(cloud), timeout=30, context=webui_browser.tls_context(cloud)
+    ) as page:
+        assert page.status == 200 and b"<html" in page.read().lower()
+
+
+def _uid_in_root(cloud: LocalCloud, user: str) -> int:
+    """`user`'s uid in the Slurm root (the controller's accounts), which the host may not have."""
+    passwd = (Path(cloud.info().slurm_root) / "etc" / "passwd").read_text().splitlines()
+    return next(int(line.split(":")[2]) for line in passwd if line.split(":")[0] == user)

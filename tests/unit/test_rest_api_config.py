@@ -55,7 +55,7 @@ def test_a_slurm_daemon_port_is_refused() -> None:
 def test_the_whole_internet_is_refused_as_allowed_cidr() -> None:
     [(where, message)] = _errors(_enabled(allowed_cidrs=["100.72.0.0/15", "0.0.0.0/0"]))
     assert where == f"{REST}.allowed_cidrs[1]"
-    assert "clear text" in message
+    assert "is not private address space" in message
     halves = _errors(_enabled(allowed_cidrs=["0.0.0.0/1", "128.0.0.0/1"]))
     assert [where for where, _ in halves] == [f"{REST}.allowed_cidrs[0]", f"{REST}.allowed_cidrs[1]"]
 
