@@ -11,10 +11,13 @@ certificate (Chromium trusts exactly its key; Python clients take it as their on
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import json
+import os
 import shutil
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,10 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from cluster_config.model_rest_api import DATA_PARSER
 from localcloud.cloud import LocalCloud
 from localcloud.services import webui_browser
+from slurm_plugin.webui import certificate
 from tests.e2e.conftest import cold_nodes
 from tests.unit.test_webui_tls import plain_http_answer
 
@@ -120,9 +126,6 @@ def test_the_page_is_https_only_with_the_controllers_own_certificate(cloud: Loca
     """Tokens never travel in clear text: the page answers TLS only, with the certificate config apply made for this
     controller (names 127.0.0.1 and its host name; key readable by the page's account only), whose fingerprint the
     boot log gives for users to compare; a client that does not trust it gets nothing."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-
     cert_path = webui_browser.certificate(cloud)
     cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -149,3 +152,46 @@ def _uid_in_root(cloud: LocalCloud, user: str) -> int:
     """`user`'s uid in the Slurm root (the controller's accounts), which the host may not have."""
     passwd = (Path(cloud.info().slurm_root) / "etc" / "passwd").read_text().splitlines()
     return next(int(line.split(":")[2]) for line in passwd if line.split(":")[0] == user)
+
+
+def test_the_config_sync_renews_an_expiring_certificate_once_a_day_and_restarts_the_page(cloud: LocalCloud) -> None:
+    """The timer's daily check (config apply --reload with an unchanged config): a certificate ending within 30 days
+    is made anew and the page restarted with it. Runs last in this module: the browser above pinned the first key."""
+    cert_path = webui_browser.certificate(cloud)
+    key_path = cert_path.with_name("key.pem")
+    alt = x509.load_pem_x509_certificate(cert_path.read_bytes()).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    names, addresses = alt.value.get_values_for_type(x509.DNSName), alt.value.get_values_for_type(x509.IPAddress)
+    ending = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=certificate.VALID_DAYS - 10)
+    cert_pem, key_pem = certificate.make(names, addresses, ending)  # ends in 10 days
+    owner = _uid_in_root(cloud, "slurmrestd")
+    for path, data, mode in ((key_path, key_pem, 0o400), (cert_path, cert_pem, 0o444)):
+        path.chmod(0o600)
+        path.write_bytes(data)
+        os.chown(path, owner, owner)
+        path.chmod(mode)
+    stamp = cert_path.parent.parent / "webui-certificate-checked"
+    day_ago = time.time() - 25 * 3600
+    os.utime(stamp, (day_ago, day_ago))
+
+    sync = "set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start slurm-config-sync.service"  # as its timer
+    done = cloud.on_controller(["/bin/bash", "-c", sync], timeout=240)
+    assert done.returncode == 0, done.stderr
+    renewed = cert_path.read_bytes()
+    assert renewed != cert_pem
+    assert certificate.fits(
+        x509.load_pem_x509_certificate(renewed), names, addresses, datetime.datetime.now(datetime.UTC)
+    )
+    assert stamp.stat().st_mtime > day_ago + 3600
+
+    def serves_the_new_one() -> bool:  # the page restarted with it (Type=simple: listening a moment later)
+        try:
+            with urllib.request.urlopen(
+                webui_browser.page_url(cloud), timeout=10, context=webui_browser.tls_context(cloud)
+            ) as page:
+                return page.status == 200
+        except (urllib.error.URLError, ConnectionError):
+            return False
+
+    cloud.wait_until(serves_the_new_one, 60, "the page serving the renewed certificate")
