@@ -34,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--certificate", metavar="PEM", help="serve HTTPS with this certificate (and --key)")
     parser.add_argument("--key", metavar="PEM", help="the certificate's private key")
     args = parser.parse_args(argv)
-    if bool(args.certificate) != bool(args.key):
+    if (args.certificate is None) != (args.key is None):
         print("slurm-webui: --certificate and --key go together", file=sys.stderr)
+        return 2
+    if "" in (args.certificate, args.key):  # an unset ${ES_WEBUI_CERT} in the unit: never plain HTTP by accident
+        print("slurm-webui: --certificate and --key may not be empty", file=sys.stderr)
         return 2
     try:
         host, port = parse_listen(args.listen)
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     log = logs.setup(args.log_file, "slurm-webui")
     webui = WebUi(args.slurmrestd, templates.load(args.templates), NodeZones(manifest.state_dir).current)
     try:
-        tls = tls_context(args.certificate, args.key) if args.certificate else None
+        tls = tls_context(args.certificate, args.key) if args.certificate is not None else None
     except (OSError, ssl.SSLError) as exc:
         log.error("cannot use the certificate %s and key %s: %s", args.certificate, args.key, exc)
         return 1

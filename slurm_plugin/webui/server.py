@@ -148,14 +148,19 @@ class TlsServer(ThreadingHTTPServer):
     tls: ssl.SSLContext | None = None
 
     def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.tls is not None:
-            request.settimeout(CONNECTION_TIMEOUT)
-            try:
-                request = self.tls.wrap_socket(request, server_side=True)
-            except (OSError, ssl.SSLError):
-                request.close()  # a plain-HTTP request or a failed handshake: nothing is answered in clear text
-                return
-        super().finish_request(request, client_address)
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(CONNECTION_TIMEOUT)
+        try:
+            secure = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            request.close()  # a plain-HTTP request or a failed handshake: nothing is answered in clear text
+            return
+        try:
+            super().finish_request(secure, client_address)
+        finally:
+            self.shutdown_request(secure)  # the TLS socket (the plain one the caller closes was detached by the wrap)
 
 
 def make_server(host: str, port: int, webui: WebUi, tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:

@@ -132,7 +132,7 @@ def test_the_page_is_https_only_with_the_controllers_own_certificate(cloud: Loca
     assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
     assert cloud.info().controller in names.get_values_for_type(x509.DNSName)
     key = cert_path.with_name("key.pem").stat()
-    assert (key.st_mode & 0o777, key.st_uid) == (0o400, _uid_in_root(cloud, "slurmrestd"))
+    assert (key.st_uid, key.st_gid, key.st_mode & 0o777) == (0, _account_in_root(cloud, "slurmrestd")[1], 0o440)
     fingerprint = cert.fingerprint(hashes.SHA256()).hex(":").upper()
     assert (
         f"made the web page's certificate, sha256 {fingerprint}"
@@ -148,10 +148,11 @@ def test_the_page_is_https_only_with_the_controllers_own_certificate(cloud: Loca
         assert page.status == 200 and b"<html" in page.read().lower()
 
 
-def _uid_in_root(cloud: LocalCloud, user: str) -> int:
-    """`user`'s uid in the Slurm root (the controller's accounts), which the host may not have."""
+def _account_in_root(cloud: LocalCloud, user: str) -> tuple[int, int]:
+    """`user`'s uid and gid in the Slurm root (the controller's accounts), which the host may not have."""
     passwd = (Path(cloud.info().slurm_root) / "etc" / "passwd").read_text().splitlines()
-    return next(int(line.split(":")[2]) for line in passwd if line.split(":")[0] == user)
+    fields = next(line.split(":") for line in passwd if line.split(":")[0] == user)
+    return int(fields[2]), int(fields[3])
 
 
 def test_the_config_sync_renews_an_expiring_certificate_once_a_day_and_restarts_the_page(cloud: LocalCloud) -> None:
@@ -165,11 +166,11 @@ def test_the_config_sync_renews_an_expiring_certificate_once_a_day_and_restarts_
     names, addresses = alt.value.get_values_for_type(x509.DNSName), alt.value.get_values_for_type(x509.IPAddress)
     ending = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=certificate.VALID_DAYS - 10)
     cert_pem, key_pem = certificate.make(names, addresses, ending)  # ends in 10 days
-    owner = _uid_in_root(cloud, "slurmrestd")
-    for path, data, mode in ((key_path, key_pem, 0o400), (cert_path, cert_pem, 0o444)):
+    group = _account_in_root(cloud, "slurmrestd")[1]
+    for path, data, gid, mode in ((key_path, key_pem, group, 0o440), (cert_path, cert_pem, 0, 0o444)):
         path.chmod(0o600)
         path.write_bytes(data)
-        os.chown(path, owner, owner)
+        os.chown(path, 0, gid)  # as config apply leaves them: only the end date makes this pair due
         path.chmod(mode)
     stamp = cert_path.parent.parent / "webui-certificate-checked"
     day_ago = time.time() - 25 * 3600

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+import pwd
 import socket
 import ssl
 import threading
@@ -18,6 +20,9 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from slurm_plugin.webui import certificate, templates
 from slurm_plugin.webui.__main__ import main as webui_main
@@ -32,32 +37,82 @@ def _pair(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_certificate_is_made_for_this_machine_and_kept_while_it_fits(tmp_path: Path) -> None:
     cert_path, key_path = _pair(tmp_path)
-    digest, made = certificate.ensure(cert_path, key_path, now=NOW)
-    assert made and len(digest.split(":")) == 32
+    first = certificate.ensure(cert_path, key_path, now=NOW)
+    assert first.made and len(first.fingerprint.split(":")) == 32
     cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert {socket.gethostname(), "localhost"} <= set(names.get_values_for_type(x509.DNSName))
     assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
     assert cert.not_valid_after_utc - NOW > datetime.timedelta(days=certificate.VALID_DAYS - 1)
-    assert key_path.stat().st_mode & 0o777 == 0o400 and cert_path.stat().st_mode & 0o777 == 0o444
+    assert certificate.ours(cert)
+    key, pem = key_path.stat(), cert_path.stat()
+    assert (key.st_uid, key.st_mode & 0o777, pem.st_uid, pem.st_mode & 0o777) == (0, 0o400, 0, 0o444)
     # again a day later: kept, the same fingerprint (users compare it once)
-    assert certificate.ensure(cert_path, key_path, now=NOW + datetime.timedelta(days=1)) == (digest, False)
+    again = certificate.ensure(cert_path, key_path, now=NOW + datetime.timedelta(days=1))
+    assert (again.fingerprint, again.made) == (first.fingerprint, False)
+    assert again.line() == f"kept the web page's certificate, sha256 {first.fingerprint}"
     # within 30 days of its end: a new one
     late = NOW + datetime.timedelta(days=certificate.VALID_DAYS - certificate.RENEW_DAYS + 1)
-    renewed, made = certificate.ensure(cert_path, key_path, now=late)
-    assert made and renewed != digest
+    renewed = certificate.ensure(cert_path, key_path, now=late)
+    assert renewed.made and renewed.fingerprint != first.fingerprint
 
 
-def test_a_certificate_that_does_not_name_this_machine_or_is_not_one_is_replaced(
+def test_the_key_is_the_page_accounts_to_read_and_root_s_to_change(tmp_path: Path) -> None:
+    cert_path, key_path = _pair(tmp_path)
+    certificate.ensure(cert_path, key_path, owner="nobody", now=NOW)
+    key = key_path.stat()
+    assert (key.st_uid, key.st_gid, key.st_mode & 0o777) == (0, pwd.getpwnam("nobody").pw_gid, 0o440)
+    os.chmod(key_path, 0o444)  # a key anyone can read: made anew
+    assert certificate.ensure(cert_path, key_path, owner="nobody", now=NOW).made
+
+
+def test_our_certificate_is_replaced_when_it_does_not_name_this_machine_is_not_one_or_its_key_is_not_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cert_path, key_path = _pair(tmp_path)
-    first, _ = certificate.ensure(cert_path, key_path, now=NOW)
+    first = certificate.ensure(cert_path, key_path, now=NOW)
     monkeypatch.setattr(certificate.socket, "gethostname", lambda: "ip-10-1-2-3")  # a replaced controller's name
-    second, made = certificate.ensure(cert_path, key_path, now=NOW)
-    assert made and second != first
+    second = certificate.ensure(cert_path, key_path, now=NOW)
+    assert second.made and second.fingerprint != first.fingerprint
+    key_path.write_bytes(certificate.make(["other"], [], NOW)[1])  # a crash between the two renames: mismatched
+    os.chmod(key_path, 0o400)
+    assert certificate.ensure(cert_path, key_path, now=NOW).made
     cert_path.write_text("not a certificate")
-    assert certificate.ensure(cert_path, key_path, now=NOW)[1]
+    assert certificate.ensure(cert_path, key_path, now=NOW).made
+
+
+def _site_pair(tmp_path: Path, days: int) -> tuple[Path, Path]:
+    """A site's certificate (a CA's: not ours) for a name that is not this machine's, valid `days` more."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "slurm.example.internal")])
+    ca = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Example Internal CA")])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(ca).public_key(key.public_key())
+        .serial_number(1).not_valid_before(NOW - datetime.timedelta(days=1))
+        .not_valid_after(NOW + datetime.timedelta(days=days)).sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = _pair(tmp_path)
+    cert_path.parent.mkdir(parents=True)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_a_sites_own_certificate_is_never_replaced_only_warned_about(tmp_path: Path) -> None:
+    cert_path, key_path = _site_pair(tmp_path / "fine", 200)
+    before = cert_path.read_bytes(), key_path.read_bytes()
+    kept = certificate.ensure(cert_path, key_path, now=NOW)
+    assert (kept.made, kept.site, kept.warning) == (False, True, "")
+    assert (cert_path.read_bytes(), key_path.read_bytes()) == before
+    assert kept.line().startswith("kept the site's certificate for the web page, sha256 ")
+    ending = certificate.ensure(*_site_pair(tmp_path / "ending", 10), now=NOW)
+    assert not ending.made and ending.warning == f"it ends on {(NOW + datetime.timedelta(days=10)).date()}: replace it"
+    cert_path, key_path = _site_pair(tmp_path / "mismatched", 200)
+    key_path.write_bytes(certificate.make(["other"], [], NOW)[1])
+    with pytest.raises(certificate.CertificateError, match="is not the private key of the site's certificate"):
+        certificate.ensure(cert_path, key_path, now=NOW)
 
 
 def test_the_command_names_a_missing_owner_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,6 +175,8 @@ def test_the_server_refuses_half_a_pair_or_a_key_that_is_not_the_certificates(
     base = ["--listen", "127.0.0.1:0", "--slurmrestd", "http://127.0.0.1:9", "--manifest", str(tmp_path / "m.json")]
     assert webui_main([*base, "--certificate", str(tmp_path / "c.pem")]) == 2
     assert capsys.readouterr().err == "slurm-webui: --certificate and --key go together\n"
+    assert webui_main([*base, "--certificate", "", "--key", ""]) == 2  # the unit's ${ES_WEBUI_CERT} unset
+    assert capsys.readouterr().err == "slurm-webui: --certificate and --key may not be empty\n"
     cert_a, key_a = _pair(tmp_path / "a")
     cert_b, key_b = _pair(tmp_path / "b")
     certificate.ensure(cert_a, key_a)
