@@ -40,6 +40,7 @@ FSTAB_JQ = (
     r'def fstab: gsub("\\\\"; "\\134") | gsub(" "; "\\040") | gsub("\t"; "\\011") | gsub("\n"; "\\012")'
     r' | gsub("\r"; "\\015") | gsub("#"; "\\043"); .[]'
     f' | if (.mount_point | test("{PATH_PATTERN}")) and (.mount_point | test("/\\\\.\\\\.?(/|$)") | not)'
+    ' and (.mount_point | contains("\\n") | not)'
     ' then . else error("not a plain mount point: \\(.mount_point)") end'
     r' | .mount_point + "\t" + ([if .type == "efs" then .source + ":/" else .source end, .mount_point, .type,'
     r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
@@ -51,7 +52,7 @@ FSTAB_JQ = (
 # '%' specifier or quote reaches systemd).
 MOUNT_UNITS = ("slurmd", "sackd")
 MOUNTS_FOR_JQ = (
-    f'[.[].mount_point | if test("{PATH_PATTERN}") and (test("/\\\\.\\\\.?(/|$)") | not)'
+    f'[.[].mount_point | if test("{PATH_PATTERN}") and (test("/\\\\.\\\\.?(/|$)") | not) and (contains("\\n") | not)'
     ' then "RequiresMountsFor=" + . else error("not a plain mount point: \\(.)") end] | join("\\n")'
 )
 # The boot lines that write that drop-in (run after the mounts; tests/e2e/test_units_real_systemd.py runs them under a

@@ -111,8 +111,9 @@ def _own_systemd(base: Path, root: Path) -> tuple[str, str]:
     """The machine's own /etc/systemd/system, whose boot adds drop-ins (the shared file systems' RequiresMountsFor=,
     stacks/user_data.py): its disk starts as the image's, units and links, and is never the image root's itself."""
     own = base / "etc-systemd"
-    if not own.exists():
+    if not own.exists() and (root / "etc/systemd/system").is_dir():
         shutil.copytree(root / "etc/systemd/system", own, symlinks=True)
+    own.mkdir(parents=True, exist_ok=True)  # a root without units (the unit tests' stand-in roots): an empty one
     return (str(own), "/etc/systemd/system")
 
 

@@ -3,7 +3,8 @@
 The image root's own systemd (Debian 13's 257) runs as PID 1 of new PID, mount, UTS, IPC and network namespaces over
 an overlay of the image root, so the cached root is never written: ../shared/reference/systemd-in-a-namespace.md,
 measured in docs/local-cloud.md ("A real systemd here?"). Always its own network namespace (a systemd sharing the
-host's once removed the host's addresses). The machine has no systemctl stand-in (an AMI has none): `run` reaches
+host's once removed the host's addresses), and its own cgroup namespace rooted at a cgroup of its own, which `stop`
+removes (else systemd builds its slices at the root of the host's cgroup2 hierarchy and leaves them there). The machine has no systemctl stand-in (an AMI has none): `run` reaches
 the real systemctl through `nsenter`. Stopping it is killing its PID 1: the kernel ends the rest of the namespace.
 """
 
@@ -29,6 +30,15 @@ class SystemdMachine:
         self.scratch = scratch
         self.process: subprocess.Popen[bytes] | None = None
         self.init_pid = 0
+        hierarchy = next(  # the host's cgroup2 hierarchy (membership only here: no controllers), if mounted
+            (
+                Path(f.split()[1])
+                for f in Path("/proc/self/mounts").read_text().splitlines()
+                if f.split()[2] == "cgroup2"
+            ),
+            None,
+        )
+        self.cgroup = hierarchy / "elastic-slurm-machines" / f"{os.getpid()}-{id(self)}" if hierarchy else None
 
     def start(self, prepare: str = "", timeout: float = 60) -> None:
         merged, upper, work = (self.scratch / name for name in ("merged", "upper", "work"))
@@ -49,9 +59,14 @@ class SystemdMachine:
             ]
         )
         log = open(self.scratch / "machine.log", "wb")  # noqa: SIM115 - the machine's console, kept for its life
+        unshare = ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc", "--net", "--propagation", "private"]
+        enter = ""
+        if self.cgroup is not None:  # systemd builds its cgroups below this one, not at the host hierarchy's root
+            self.cgroup.mkdir(parents=True)
+            enter = f"echo $$ > {shlex.quote(str(self.cgroup))}/cgroup.procs && "
+            unshare.insert(1, "--cgroup")
         self.process = subprocess.Popen(
-            ["unshare", "--fork", "--pid", "--mount", "--uts", "--ipc", "--net", "--propagation", "private",
-             "/bin/bash", "-c", script],
+            ["/bin/bash", "-c", f'{enter}exec "$@"', "machine", *unshare, "/bin/bash", "-c", script],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         log.close()
@@ -88,3 +103,15 @@ class SystemdMachine:
                 os.kill(self.init_pid, signal.SIGKILL)
         if self.process is not None:
             self.process.wait(timeout=30)
+        if self.cgroup is not None and self.cgroup.is_dir():  # what systemd made below it, deepest first
+            deadline = time.monotonic() + 10
+            for directory in sorted((d for d in self.cgroup.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+                while True:
+                    try:
+                        directory.rmdir()
+                        break
+                    except OSError:  # its last process is still exiting
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.1)
+            self.cgroup.rmdir()

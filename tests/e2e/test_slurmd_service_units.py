@@ -254,20 +254,23 @@ def test_requires_mounts_for_mounts_fstabs_entry_first_and_a_mount_that_fails_st
 ) -> None:
     """What the boot's drop-in asks (stacks/user_data.py MOUNT_DEPENDENCIES): the file system at the path (or a parent
     of it) is mounted from /etc/fstab before the service starts; when that mount fails, the service never starts."""
-    source, good, bad = tmp_path / "source", tmp_path / "good", tmp_path / "bad"
-    for directory in (source, good, bad):
+    source, inner, good, bad = tmp_path / "source", tmp_path / "inner", tmp_path / "good", tmp_path / "bad"
+    for directory in (source, source / "data", inner, good, bad):
         directory.mkdir()
+    (inner / "mark").write_text("")
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     fstab = tmp_path / "fstab"
-    fstab.write_text(  # a file bound onto a directory: that mount fails
-        f"{source} {good} none bind,_netdev,nofail 0 0\n{a_file} {bad} none bind,_netdev,nofail 0 0\n"
+    fstab.write_text(  # a mount inside another (listed first: parents are mounted first all the same); a file bound
+        # onto a directory: that mount fails
+        f"{inner} {good}/data none bind,_netdev,nofail 0 0\n{source} {good} none bind,_netdev,nofail 0 0\n"
+        f"{a_file} {bad} none bind,_netdev,nofail 0 0\n"
     )
     seen, started = tmp_path / "seen", tmp_path / "started"
     units.unit(
         "needs-good.service",
         f"[Unit]\nRequiresMountsFor={good}/data\n[Service]\nType=oneshot\n"
-        f"ExecStart=/bin/sh -c 'mountpoint -q {good} && echo mounted > {seen}'\n",
+        f"ExecStart=/bin/sh -c 'mountpoint -q {good} && test -e {good}/data/mark && echo mounted > {seen}'\n",
     )
     units.unit(
         "needs-bad.service",

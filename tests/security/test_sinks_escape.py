@@ -112,7 +112,8 @@ def test_fstab_fields_are_escaped_so_every_line_has_six_fields_and_reads_back() 
 
 
 @pytest.mark.parametrize(
-    "mount_point", ["/shared$(touch pwned)", "/a b", "relative", "/x\n/y", "/a//b", "/shared/../etc", "/a/./b", "/.."]
+    "mount_point",
+    ["/shared$(touch pwned)", "/a b", "relative", "/x\n/y", "/a//b", "/shared/../etc", "/a/./b", "/..", "/ok\n"],
 )
 def test_the_boot_stops_at_a_mount_point_that_is_not_a_plain_path(mount_point: str) -> None:
     out = _fstab([{"type": "efs", "source": "fs-1", "mount_point": mount_point, "options": "tls"}])
@@ -121,7 +122,16 @@ def test_the_boot_stops_at_a_mount_point_that_is_not_a_plain_path(mount_point: s
 
 @pytest.mark.parametrize(
     "mount_point",
-    ["/a b", "/x%n", "/x\nExecStartPre=/bin/touch /pwned", "/shared$(id)", "relative", "/shared/../etc", "/a//b"],
+    [
+        "/a b",
+        "/x%n",
+        "/x\nExecStartPre=/bin/touch /pwned",
+        "/shared$(id)",
+        "relative",
+        "/shared/../etc",
+        "/a//b",
+        "/ok\n",
+    ],
 )
 def test_the_slurmd_mounts_drop_in_refuses_a_mount_point_that_is_not_a_plain_path(mount_point: str) -> None:
     """The boot's `RequiresMountsFor=` lines (systemd reads a blank as a list separator, '%' as a specifier, a newline
