@@ -206,18 +206,21 @@ def _power_down_started(state: str) -> bool:
 def _idle_nodes(
     pool: PoolManifest, known: Mapping[str, SlurmNode], by_prefix: Mapping[str, PoolManifest]
 ) -> tuple[list[str], list[str]]:
-    """The pool's idle nodes the scheduler would pick once powered down: (those whose power-down started — idle~, or
+    """The pool's nodes the scheduler would pick once powered down: (idle ones whose power-down started — idle~, or
     POWERING_DOWN after an earlier request or the idle timer: DOWN now sticks —, those with a power-down still queued —
-    POWER_DOWN: DOWN only once it started, or its start would erase it). Drained, reserved, ... nodes are left."""
+    POWER_DOWN: DOWN only once it started, or its start would erase it). A queued one may be DOWN already: a node
+    slurmctld set DOWN at ResumeTimeout whose failed boot's power-down is repeated (reason `(Code:...)`, ours) turns
+    IDLE when that starts (`idle_on_node_suspend`; seen on 26.05 under load: it then took a job the resume refused).
+    Drained, reserved, ... nodes and an admin's DOWN are left."""
     free, queued = [], []
     for name, node in known.items():
         flags = node.state.split("+")
-        if pool_of(name, by_prefix) != pool or flags[0] != "IDLE":
+        if pool_of(name, by_prefix) != pool or any(f in flags for f in BUSY_FLAGS if f != "POWERING_DOWN"):
             continue
-        if any(f in flags for f in BUSY_FLAGS if f != "POWERING_DOWN"):
-            continue
-        if _power_down_started(node.state):
+        if flags[0] == "IDLE" and _power_down_started(node.state):
             free.append(name)
-        elif "POWER_DOWN" in flags:
+        elif "POWER_DOWN" in flags and (
+            flags[0] == "IDLE" or (flags[0] == "DOWN" and node.reason.startswith("(Code:"))
+        ):
             queued.append(name)
     return free, queued

@@ -154,6 +154,7 @@ class FakeSlurm:
     update_calls: int = 0
     known: tuple[str, ...] = ()  # further nodes Slurm has (idle~)
     states: dict[str, str] = field(default_factory=dict)  # node -> state, where not idle~ (until set DOWN)
+    reasons: dict[str, str] = field(default_factory=dict)  # node -> its Reason=
 
     def set_addresses(self, addresses: Mapping[str, str]) -> None:
         self.update_calls += 1
@@ -175,7 +176,10 @@ class FakeSlurm:
 
     def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
         names = [*self.known, *self.states, *self.addresses, *self.powered_down] if nodes is None else nodes
-        return {n: SlurmNode(n, self.addresses.get(n, n), n, self._state(n)) for n in dict.fromkeys(names)}
+        return {
+            n: SlurmNode(n, self.addresses.get(n, n), n, self._state(n), self.reasons.get(n, ""))
+            for n in dict.fromkeys(names)
+        }
 
     def _state(self, node: str) -> str:
         if node in self.down:

@@ -366,8 +366,9 @@ def test_a_pool_entering_protected_mode_sets_down_its_nodes_still_powering_down_
     """A node an earlier failed boot powered down is POWERING_DOWN for SuspendTimeout when the next failure protects
     the pool: it is set DOWN too (its power-down started, so idle_on_node_suspend cannot erase the DOWN), else it
     turns idle~ when that ends and the scheduler hands it a job the resume then refuses (seen under load: the job
-    requeued a second time); one whose power-down is still queued is set DOWN once it started. A node drained by an
-    admin, or running a job, is left alone."""
+    requeued a second time); one whose power-down is still queued — idle, or DOWN at ResumeTimeout with our reason
+    and its failed boot's power-down repeated — is set DOWN once it started. A node drained or set DOWN by an admin,
+    or running a job, is left alone."""
     limited = manifest.model_copy(update={"boot_failure_limit": 2})
     _resume_failed(aws, limited, FakeSlurm(), ["gpu-g5-1"])
 
@@ -377,6 +378,7 @@ def test_a_pool_entering_protected_mode_sets_down_its_nodes_still_powering_down_
         def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
             if self.down:
                 self.states["gpu-g5-3"] = "IDLE+CLOUD+POWERING_DOWN"
+                self.states["gpu-g5-6"] = "IDLE+CLOUD+POWERING_DOWN"  # idle_on_node_suspend: DOWN erased at the start
             return super().show_nodes(nodes)
 
     slurm = Starting(
@@ -385,10 +387,14 @@ def test_a_pool_entering_protected_mode_sets_down_its_nodes_still_powering_down_
             "gpu-g5-3": "IDLE+CLOUD+POWER_DOWN",  # a power-down queued (DOWN only once it started)
             "gpu-g5-4": "IDLE+DRAIN+CLOUD+POWERING_DOWN",  # an admin's drain
             "gpu-g5-5": "MIXED+CLOUD",  # running a job
-        }
+            # DOWN at ResumeTimeout, its failed boot's power-down repeated and queued (seen on 26.05 under load)
+            "gpu-g5-6": "DOWN+CLOUD+POWERED_DOWN+POWER_DOWN",
+            "gpu-g5-7": "DOWN+CLOUD+POWERED_DOWN",  # an admin's DOWN
+        },
+        reasons={"gpu-g5-6": "(Code:ResumeFailed) Failure when resuming nodes [request r1]", "gpu-g5-7": "disk swap"},
     )
     assert _resume_failed(aws, limited, slurm, ["gpu-g5-2"]) == ["gpu-g5"]
-    assert sorted(slurm.down) == ["gpu-g5-1", "gpu-g5-2", "gpu-g5-3"]
+    assert sorted(slurm.down) == ["gpu-g5-1", "gpu-g5-2", "gpu-g5-3", "gpu-g5-6"]
 
 
 def test_a_boot_that_works_resets_the_count_of_failed_boots(aws: EmulatedAws, manifest: Manifest) -> None:
