@@ -36,11 +36,13 @@ SIGNAL_URL_FILE = f"{ETC}/signal-url"
 # spaces or tabs within the fields must be escaped using \\040 or \\011" (https://man7.org/linux/man-pages/man5/fstab.5.html);
 # libmount reads any backslash and three octal digits back, so backslash, newline, CR and '#' are escaped too and a
 # line always has its six fields. The mount point itself (mkdir, mount) must be a plain path (MountPoint's pattern).
+# jq: the value (a mount point) is a plain path: PATH_PATTERN, no `.`/`..` component, no newline (jq's `$` matches
+# before a final one). The one check of both sinks below: the fstab line and the systemd drop-in.
+PLAIN_PATH_JQ = f'(test("{PATH_PATTERN}") and (test("/\\\\.\\\\.?(/|$)") | not) and (contains("\\n") | not))'
 FSTAB_JQ = (
     r'def fstab: gsub("\\\\"; "\\134") | gsub(" "; "\\040") | gsub("\t"; "\\011") | gsub("\n"; "\\012")'
     r' | gsub("\r"; "\\015") | gsub("#"; "\\043"); .[]'
-    f' | if (.mount_point | test("{PATH_PATTERN}")) and (.mount_point | test("/\\\\.\\\\.?(/|$)") | not)'
-    ' and (.mount_point | contains("\\n") | not)'
+    f" | if (.mount_point | {PLAIN_PATH_JQ})"
     ' then . else error("not a plain mount point: \\(.mount_point)") end'
     r' | .mount_point + "\t" + ([if .type == "efs" then .source + ":/" else .source end, .mount_point, .type,'
     r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
@@ -52,7 +54,7 @@ FSTAB_JQ = (
 # '%' specifier or quote reaches systemd).
 MOUNT_UNITS = ("slurmd", "sackd")
 MOUNTS_FOR_JQ = (
-    f'[.[].mount_point | if test("{PATH_PATTERN}") and (test("/\\\\.\\\\.?(/|$)") | not) and (contains("\\n") | not)'
+    f"[.[].mount_point | if {PLAIN_PATH_JQ}"
     ' then "RequiresMountsFor=" + . else error("not a plain mount point: \\(.)") end] | join("\\n")'
 )
 # The boot lines that write that drop-in (run after the mounts; tests/e2e/test_units_real_systemd.py runs them under a
