@@ -167,7 +167,9 @@ def test_job_submitted_from_a_with_clusters_b_runs_on_b_and_is_requeued_and_canc
 
 def test_interactive_qos_job_preempts_a_batch_job_which_is_requeued_and_later_completes(fed: Fed) -> None:
     # fed-b has one 2-CPU node (still up after the previous test): the batch job takes it whole
-    batch = fed.a.sbatch("--clusters=fed-b", "-c", "2", wrap="sleep 15")
+    # its first run outlasts the preemption however slow the machine (a run that ends first is never requeued); the
+    # requeued run (Slurm sets SLURM_RESTART_COUNT) ends at once
+    batch = fed.a.sbatch("--clusters=fed-b", "-c", "2", wrap='[ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] || sleep 600')
     fed.wait_state(batch, "fed-b", {"RUNNING"}, "batch job running on fed-b")
     interactive = fed.a.sbatch("--clusters=fed-b", "-c", "2", "--qos=interactive", wrap="sleep 2")
     fed.a.wait_until(lambda: fed.b.job_restarts(batch) >= 1, 60, "the batch job requeued by preemption")

@@ -65,7 +65,7 @@ def test_jobs_without_mem_share_a_node_with_the_partitions_default_memory_per_cp
     # CR_Core allocates whole cores (ThreadsPerCore=2): a -n1 job gets a core's 2 CPUs, so two share the big pool's
     # c7i.xlarge (2 cores)
     (node,) = cold_nodes(cloud, 1, prefix="cpu-big-")
-    long_job = cloud.sbatch("-w", node, "-n1", wrap="sleep 60")
+    long_job = cloud.sbatch("-w", node, "-n1", wrap="sleep 600")  # cancelled below: still running when asserted
     short_job = cloud.sbatch("-w", node, "-n1", wrap="echo shared")
     (short,) = cloud.wait_jobs_done([short_job], timeout=120)
     assert (short.state, short.nodes) == ("COMPLETED", node)

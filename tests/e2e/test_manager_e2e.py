@@ -207,7 +207,8 @@ def spot_warning(inst: Instance) -> str:
 def in_flight(mgr: Mgr) -> Iterator[InFlight]:
     """Jobs on cpu-small-2 and -3 running; then -2's instance dies and -3's gets a spot warning; one manager cycle."""
     dying_job = mgr.cloud.sbatch("-w", "cpu-small-2", wrap=RUNS_UNTIL_REQUEUED)
-    spot_job = mgr.cloud.sbatch("-w", "cpu-small-3", wrap="sleep 10; echo ran-on=$SLURMD_NODENAME")
+    # both run until requeued: a job that ends by itself can end before a busy machine's cycle powers its node down
+    spot_job = mgr.cloud.sbatch("-w", "cpu-small-3", wrap=RUNS_UNTIL_REQUEUED)
     mgr.wait(
         lambda: [mgr.cloud.queue().get(j) for j in (dying_job, spot_job)] == ["RUNNING", "RUNNING"],
         120,

@@ -62,7 +62,7 @@ def test_interactive_job_requeues_the_batch_job_on_the_shared_node_which_later_c
     cloud = preempt_cloud
     # the first run outlasts the preemption; the requeued run (Slurm sets SLURM_RESTART_COUNT) ends at once
     batch = cloud.sbatch(
-        "-p", "batch", "-c", "2", wrap='[ -n "$SLURM_RESTART_COUNT" ] || sleep 40; echo rerun=$SLURM_RESTART_COUNT'
+        "-p", "batch", "-c", "2", wrap='[ -n "$SLURM_RESTART_COUNT" ] || sleep 600; echo rerun=$SLURM_RESTART_COUNT'
     )
     cloud.wait_until(lambda: job_fields(cloud, batch).get("JobState") == "RUNNING", JOB_TIMEOUT, "batch job running")
     node = job_fields(cloud, batch)["NodeList"]
