@@ -12,10 +12,15 @@ Two lookups by id walk everything the region holds, which made the emulator quad
   attach its root volume, and TerminateInstances for every instance it ends) scans every instance. `indexed_instance`
   keeps an id -> instance index, filled from the reservations as they grow (moto never removes an instance from a
   reservation, nor a reservation), and raises moto's own error for an unknown id.
+- one image by id (`AmiBackend.describe_images(filters={"image-id": id})`, which every new instance calls to read
+  its image's architecture and root device): moto matches the id against every image of the region (~1,300 in its
+  default set) with fnmatch. `image_by_id` answers that one form from moto's own `amis` dict; any other form (ids,
+  owners, users, other filters, a glob pattern) goes to moto's own code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _INSTALLED = "_elastic_slurm_indexed"
@@ -60,8 +65,38 @@ def indexed_instance(backend: Any, instance_id: str) -> Any:
     raise InvalidInstanceIdError(instance_id)
 
 
+GLOB = frozenset("*?[")  # what makes an image-id filter value a pattern for moto's fnmatch
+
+
+def image_by_id(describe_images: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """moto's `describe_images`, answering `filters={"image-id": <one plain id>}` (and nothing else) by a dict
+    lookup: the image with that id, or none — what fnmatch against each image id gives for a value without a
+    pattern character."""
+
+    def describe(
+        backend: Any,
+        ami_ids: list[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        exec_users: list[str] | None = None,
+        owners: list[str] | None = None,
+    ) -> list[Any]:
+        wanted = (filters or {}).get("image-id")
+        values = [wanted] if isinstance(wanted, str) else wanted
+        if (
+            not ami_ids and not exec_users and not owners and filters is not None and len(filters) == 1
+            and isinstance(values, list) and len(values) == 1 and isinstance(values[0], str)
+            and not GLOB.intersection(values[0])
+        ):  # fmt: skip
+            found = backend.amis.get(values[0])
+            return [] if found is None else [found]
+        return describe_images(backend, ami_ids, filters, exec_users, owners)
+
+    return describe
+
+
 def install() -> None:
-    """Make moto read a resource's tags and an instance by id (idempotent)."""
+    """Make moto read a resource's tags, an instance by id and an image by id (idempotent)."""
+    from moto.ec2.models.amis import AmiBackend
     from moto.ec2.models.core import TaggedEC2Resource
     from moto.ec2.models.instances import InstanceBackend
 
@@ -69,4 +104,5 @@ def install() -> None:
         return
     TaggedEC2Resource.get_tags = indexed_tags  # type: ignore[method-assign,assignment]
     InstanceBackend.get_instance = indexed_instance  # type: ignore[method-assign,assignment]
+    AmiBackend.describe_images = image_by_id(AmiBackend.describe_images)  # type: ignore[method-assign]
     setattr(TaggedEC2Resource, _INSTALLED, True)

@@ -31,6 +31,14 @@ class Network:
     templates: dict[str, str]  # region -> launch template id
 
 
+def public_image(ec2: Any) -> str:
+    """An Amazon Linux 2 image id of the emulated region, found by name: `describe_images(Owners=["amazon"])` alone
+    answers ~1,300 images, whose serialisation costs the emulator seconds of CPU per call."""
+    images = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}])
+    image_id: str = images["Images"][0]["ImageId"]
+    return image_id
+
+
 def build_network(aws: EmulatedAws) -> Network:
     """One VPC per region with loopback CIDRs, subnets per AZ, one launch template per region."""
     subnets: dict[str, str] = {}
@@ -43,7 +51,7 @@ def build_network(aws: EmulatedAws) -> Network:
         for index, az in enumerate(azs):
             block = f"{base[0]}.{base[1]}.{index * 64}.0/18"
             subnets[az] = ec2.create_subnet(VpcId=vpc, CidrBlock=block, AvailabilityZone=az)["Subnet"]["SubnetId"]
-        ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        ami = public_image(ec2)
         name = f"plugin-test-{uuid.uuid4().hex[:8]}"
         templates[region] = ec2.create_launch_template(
             LaunchTemplateName=name, LaunchTemplateData={"ImageId": ami, "InstanceType": TYPES[0]}

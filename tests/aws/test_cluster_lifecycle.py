@@ -19,6 +19,7 @@ from elastic_slurm.lifecycle import cdk
 from localcloud.aws.emulated_aws import EmulatedAws
 from localcloud.instances.controller_boot import assets_bucket, deploy_config
 from stacks.naming import TAG_CLUSTER, TAG_ROLE
+from tests.aws.plugin_env import public_image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -141,7 +142,7 @@ def _stack(aws: EmulatedAws, cluster: str, part: str, tagged: bool = False) -> N
 
 def _controller(aws: EmulatedAws, cluster: str) -> str:
     ec2 = aws.client("ec2", REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = public_image(ec2)
     tags = [
         {"Key": "Name", "Value": f"{cluster}-controller-0"},
         {"Key": TAG_CLUSTER, "Value": cluster},

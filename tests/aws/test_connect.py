@@ -15,6 +15,7 @@ from elastic_slurm.cli import main
 from elastic_slurm.commands import connect_cmd
 from localcloud.aws.emulated_aws import EmulatedAws
 from stacks.naming import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_ROLE
+from tests.aws.plugin_env import public_image
 
 
 def _cluster() -> str:
@@ -25,7 +26,7 @@ def _launch(
     aws: EmulatedAws, cluster: str, role: str, name: str | None = None, login_pool: str | None = None
 ) -> dict[str, Any]:
     ec2 = aws.client("ec2")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     tags = [{"Key": TAG_CLUSTER, "Value": cluster}, {"Key": TAG_ROLE, "Value": role}]
     if name:
         tags.append({"Key": "Name", "Value": name})

@@ -9,14 +9,14 @@ import uuid
 from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.powersave.ec2 import Ec2, LaunchRequest
 from slurm_plugin.powersave.planner import Override
-from tests.aws.plugin_env import Network
+from tests.aws.plugin_env import Network, public_image
 
 REGION = "us-east-1"
 
 
 def _efa_template(aws: EmulatedAws) -> str:
     ec2 = aws.client("ec2", REGION)
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     interface = {"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", "DeleteOnTermination": True}
     data = {"ImageId": ami, "InstanceType": "c5n.18xlarge", "NetworkInterfaces": [interface]}
     name = f"efa-test-{uuid.uuid4().hex[:8]}"

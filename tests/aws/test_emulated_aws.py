@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from localcloud.aws.emulated_aws import EmulatedAws
 from localcloud.aws.faults import CapacityFault, Faults
+from tests.aws.plugin_env import public_image
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def vpc(emulated_aws: EmulatedAws) -> dict[str, str]:
     vpc_id = ec2.create_vpc(CidrBlock="127.16.0.0/16")["Vpc"]["VpcId"]
     subnet_a = ec2.create_subnet(VpcId=vpc_id, CidrBlock="127.16.0.0/20", AvailabilityZone="us-east-1a")
     subnet_b = ec2.create_subnet(VpcId=vpc_id, CidrBlock="127.16.16.0/20", AvailabilityZone="us-east-1b")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     template = ec2.create_launch_template(
         LaunchTemplateName="fault-layer-test", LaunchTemplateData={"ImageId": ami, "InstanceType": "c5.large"}
     )

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from localcloud.aws.emulated_aws import EmulatedAws
+from tests.aws.plugin_env import public_image
 
 LAUNCHES = 8
 PER_LAUNCH = 25
@@ -18,7 +19,7 @@ def test_concurrent_launches_into_one_subnet_all_succeed(aws: EmulatedAws) -> No
     ec2 = aws.client("ec2", "us-east-1")
     vpc = ec2.create_vpc(CidrBlock="127.90.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="127.90.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = public_image(ec2)
 
     def launch(index: int) -> list[dict[str, Any]]:
         client = aws.client("ec2", "us-east-1")  # one client per thread, as the plugin's launch threads have

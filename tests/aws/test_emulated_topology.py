@@ -20,6 +20,7 @@ from slurm_plugin.manager.topology import describe_network_nodes
 from slurm_plugin.manifest import TAG_LAUNCH_REQUEST
 from stacks.iam_policies import ArnScope, RegionTarget, document, fleet_statements
 from tests.aws.iam_eval import evaluate
+from tests.aws.plugin_env import public_image
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def subnets(emulated_aws: EmulatedAws) -> dict[str, str]:
 def launch(aws: EmulatedAws, subnet: str, count: int, itype: str = "p4d.24xlarge") -> list[str]:
     """One launch call of `count` instances, tagged as the plugin tags a launch request."""
     ec2 = aws.client("ec2", "us-west-2")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     tags = [{"Key": TAG_LAUNCH_REQUEST, "Value": uuid.uuid4().hex}]
     answer = ec2.run_instances(
         ImageId=ami, InstanceType=itype, MinCount=count, MaxCount=count, SubnetId=subnet,

@@ -22,7 +22,7 @@ from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.terminator import terminate_nodes
 from stacks.iam_policies import ArnScope, RegionTarget, fleet_statements
 from tests.aws.iam_eval import evaluate
-from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, ec2_for, make_manifest, rid
+from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, ec2_for, make_manifest, public_image, rid
 
 # AWS-owned SSM documents have ARNs without an account (arn:aws:ssm:REGION::document/AWS-...); the evaluator's
 # Service Authorization Reference pattern requires an account, so it cannot evaluate them: left out, see docs/iam.md.
@@ -46,7 +46,7 @@ def _own_image(aws: EmulatedAws) -> str:
     """An AMI of this account in HOME, as Image Builder makes them (tagged for the cluster later: its name is unique
     to the manifest)."""
     ec2 = aws.client("ec2", HOME)
-    public = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    public = public_image(ec2)
     builder = ec2.run_instances(ImageId=public, InstanceType="c7i.large", MinCount=1, MaxCount=1)["Instances"][0]
     image = ec2.create_image(InstanceId=builder["InstanceId"], Name=f"es-{uuid.uuid4().hex[:8]}")["ImageId"]
     ec2.terminate_instances(InstanceIds=[builder["InstanceId"]])
@@ -237,7 +237,7 @@ def test_deconfigure_lambda_requests_are_allowed_and_commands_reach_only_submit_
 ) -> None:
     cluster = f"dc{uuid.uuid4().hex[:8]}"
     ec2, ssm = aws.client("ec2", HOME), aws.client("ssm", HOME)
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     for tag, count in (("elastic-slurm:cluster", 2), ("elastic-slurm:submit-host", 1)):
         spec = [{"ResourceType": "instance", "Tags": [{"Key": tag, "Value": cluster}]}]
         ec2.run_instances(ImageId=ami, InstanceType="c7i.large", MinCount=count, MaxCount=count, TagSpecifications=spec)

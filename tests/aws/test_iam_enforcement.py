@@ -20,7 +20,17 @@ from slurm_plugin.manifest import Manifest
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.launcher import resume_nodes
 from stacks.iam_policies import RegionTarget
-from tests.aws.plugin_env import HOME, REMOTE, FakeSlurm, Network, build_network, live_instances, make_manifest, rid
+from tests.aws.plugin_env import (
+    HOME,
+    REMOTE,
+    FakeSlurm,
+    Network,
+    build_network,
+    live_instances,
+    make_manifest,
+    public_image,
+    rid,
+)
 
 COMPUTE_ROLE = "arn:aws:iam::123456789012:role/compute"
 
@@ -131,7 +141,7 @@ def test_deconfigure_lambda_as_its_role_terminates_the_clusters_instances_and_wi
     aws, _, principals = enforcing
     cluster = f"dc{uuid.uuid4().hex[:8]}"
     admin_ec2 = aws.client("ec2", HOME)
-    ami = admin_ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(admin_ec2)
     spec = [{"ResourceType": "instance", "Tags": [{"Key": "elastic-slurm:cluster", "Value": cluster}]}]
 
     def launch() -> set[str]:

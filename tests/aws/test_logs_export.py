@@ -15,6 +15,7 @@ from elastic_slurm import log_export
 from elastic_slurm.cli import main
 from localcloud.aws.emulated_aws import EmulatedAws
 from stacks.naming import TAG_CLUSTER, TAG_ROLE, log_group_name
+from tests.aws.plugin_env import public_image
 
 HOUR_MS = 3_600_000
 
@@ -51,7 +52,7 @@ def _index(out: Path) -> dict[str, tuple[int, str]]:
 
 def _instance(aws: EmulatedAws, cluster: str) -> dict[str, Any]:
     ec2 = aws.client("ec2")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     tags = [{"Key": TAG_CLUSTER, "Value": cluster}, {"Key": TAG_ROLE, "Value": "compute"}]
     return dict(
         ec2.run_instances(

@@ -24,6 +24,7 @@ from slurm_plugin.manager.observe import parse_state
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL, Location, Manifest, PoolManifest
 from slurm_plugin.powersave.ec2 import Ec2
 from slurm_plugin.powersave.slurm import SlurmError
+from tests.aws.plugin_env import public_image
 
 LATER = datetime.now(UTC) + timedelta(hours=2)  # every instance launched by the test is past the orphan grace
 
@@ -68,7 +69,7 @@ def network(emulated_aws: EmulatedAws) -> dict[str, str]:
     ec2 = emulated_aws.client("ec2", "us-east-1")
     vpc_id = ec2.create_vpc(CidrBlock="127.18.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock="127.18.0.0/20", AvailabilityZone="us-east-1a")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     return {"subnet": subnet["Subnet"]["SubnetId"], "ami": ami}
 
 

@@ -14,6 +14,7 @@ import pytest
 from localcloud.aws.emulated_aws import EmulatedAws
 from slurm_plugin.manager.observe import STATUS_QUERIES
 from slurm_plugin.powersave.ec2 import Ec2
+from tests.aws.plugin_env import public_image
 from tests.aws.test_manager_apply import FakeSlurm, launch, manager, node
 
 
@@ -22,7 +23,7 @@ def network(emulated_aws: EmulatedAws) -> dict[str, str]:
     ec2 = emulated_aws.client("ec2", "us-east-1")
     vpc_id = ec2.create_vpc(CidrBlock="127.21.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock="127.21.0.0/20", AvailabilityZone="us-east-1a")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     return {"subnet": subnet["Subnet"]["SubnetId"], "ami": ami}
 
 

@@ -22,12 +22,13 @@ from lambdas.deconfigure.handler import (
     still_running,
 )
 from localcloud.aws.emulated_aws import EmulatedAws
+from tests.aws.plugin_env import public_image
 
 REGION = "us-east-1"
 
 
 def _launch(ec2: Any, count: int, tags: dict[str, str], **extra: Any) -> list[str]:
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     reply = ec2.run_instances(
         ImageId=ami,
         InstanceType="c7i.large",

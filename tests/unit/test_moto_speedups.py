@@ -11,10 +11,12 @@ import pytest
 from moto import mock_aws
 from moto.ec2.exceptions import InvalidInstanceIdError
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.amis import AmiBackend
 from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.instances import InstanceBackend
 
 from localcloud.aws import moto_speedups
+from tests.aws.plugin_env import public_image
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -38,7 +40,7 @@ def ec2() -> Iterator[Any]:
 
 
 def _launch(ec2: Any, count: int, tags: dict[str, str]) -> list[str]:
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = public_image(ec2)
     spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
     answer = ec2.run_instances(ImageId=ami, MinCount=count, MaxCount=count, TagSpecifications=spec)
     return [i["InstanceId"] for i in answer["Instances"]]
@@ -83,13 +85,42 @@ def test_indexed_instance_finds_what_the_scan_finds_across_launches(ec2: Any) ->
         moto_speedups.indexed_instance(backend, "i-00000000000000000")
 
 
+def test_image_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_moto(ec2: Any) -> None:
+    backend = ec2_backends[ACCOUNT][REGION]
+    own = AmiBackend.describe_images
+    calls: list[tuple[Any, ...]] = []
+
+    def recording(backend: Any, *args: Any) -> list[Any]:
+        calls.append(args)
+        return own(backend, *args)
+
+    fast = moto_speedups.image_by_id(recording)
+    ami = public_image(ec2)
+    for value in (ami, [ami], "ami-00000000", ["ami-00000000"]):  # one plain id, as a string or a one-item list
+        assert fast(backend, filters={"image-id": value}) == own(backend, filters={"image-id": value})
+    assert calls == []  # answered without moto's scan
+    assert [a.id for a in fast(backend, filters={"image-id": ami})] == [ami]
+    other_forms: list[dict[str, Any]] = [
+        {"filters": {"image-id": ami[:-2] + "*"}},  # a pattern: fnmatch's, not ours
+        {"filters": {"image-id": [ami, "ami-00000000"]}},  # two ids
+        {"filters": {"image-id": ami, "architecture": "x86_64"}},  # another filter too
+        {"ami_ids": [ami]},
+        {"owners": ["amazon"], "filters": {"image-id": ami}},
+    ]
+    for form in other_forms:
+        assert fast(backend, **form) == own(backend, **form)
+    assert len(calls) == len(other_forms)  # each went to moto's own code
+
+
 def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
-    originals = (TaggedEC2Resource.get_tags, InstanceBackend.get_instance)
+    originals = (TaggedEC2Resource.get_tags, InstanceBackend.get_instance, AmiBackend.describe_images)
     try:
         moto_speedups.install()
         moto_speedups.install()
         assert TaggedEC2Resource.get_tags is moto_speedups.indexed_tags
         assert InstanceBackend.get_instance is moto_speedups.indexed_instance
+        assert AmiBackend.describe_images is not originals[2]  # wrapped once, not twice
+        assert AmiBackend.describe_images.__closure__[0].cell_contents is originals[2]  # type: ignore[attr-defined]
         ids = _launch(ec2, 5, {"elastic-slurm:cluster": "c1", "elastic-slurm:pool": "cpu-a"})
         _launch(ec2, 2, {"elastic-slurm:cluster": "c2"})
         filters = [{"Name": "tag:elastic-slurm:cluster", "Values": ["c1"]}]
@@ -98,8 +129,10 @@ def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
         assert all({"Key": "elastic-slurm:pool", "Value": "cpu-a"} in i["Tags"] for i in found)
         ec2.terminate_instances(InstanceIds=ids[:2])  # ends them through the indexed instance lookup
         after = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+        assert {i["Architecture"] for i in after} == {"x86_64"}  # read from the image through image_by_id
         assert sorted(i["State"]["Name"] for i in after) == ["running"] * 3 + ["terminated"] * 2
     finally:
-        TaggedEC2Resource.get_tags, InstanceBackend.get_instance = originals  # type: ignore[method-assign]
+        TaggedEC2Resource.get_tags, InstanceBackend.get_instance = originals[:2]  # type: ignore[method-assign]
+        AmiBackend.describe_images = originals[2]  # type: ignore[method-assign]
         if "_elastic_slurm_indexed" in TaggedEC2Resource.__dict__:
             delattr(TaggedEC2Resource, "_elastic_slurm_indexed")
