@@ -69,6 +69,7 @@ def apply(actions: Sequence[Action], ec2: Terminator, slurm: ManagerSlurm, dry_r
     _slurm_groups(Kind.DRAIN, actions, lambda nodes, reason: slurm.drain(nodes, reason), outcome)
     _slurm_groups(Kind.POWER_DOWN, actions, lambda nodes, reason: slurm.power_down(nodes, reason), outcome)
     _slurm_groups(Kind.RESUME, actions, lambda nodes, _: slurm.resume(nodes), outcome)
+    _slurm_groups(Kind.REFRESH, actions, lambda nodes, _: slurm.power_down_again(nodes), outcome)
     _slurm_groups(Kind.POWER_UP, actions, lambda nodes, _: slurm.power_up(nodes), outcome)
     return outcome
 

@@ -30,6 +30,7 @@ COUNTERS = (
     "ec2_impaired",
     "fleet_stopped_nodes",
     "ec2_scheduled_events",
+    "stale_not_responding_cleared",
     "action_failures",
     "cycles",
 )

@@ -148,7 +148,8 @@ class Kind(StrEnum):
     TERMINATE = "terminate"  # TerminateInstances (target: instance id)
     POWER_DOWN = "power_down"  # scontrol update state=POWER_DOWN_FORCE reason=... (jobs requeued)
     DRAIN = "drain"  # scontrol update state=DRAIN reason=...
-    RESUME = "resume"  # scontrol update state=RESUME (DOWN~/drained~ back to idle~)
+    RESUME = "resume"  # scontrol update state=IDLE (DOWN~/drained~ back to idle~; slurm.py Scontrol.resume)
+    REFRESH = "refresh"  # scontrol update state=POWER_DOWN on an idle~ NOT_RESPONDING node (clears the flag)
     POWER_UP = "power_up"  # scontrol update state=POWER_UP
     IGNORE = "ignore"  # nothing: logged only
 

@@ -148,6 +148,14 @@ def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) ->
                 counter="always_on_started",
             )
         ]
+    if node.not_responding:
+        # slurmctld's RESUME of a DOWN node (Slurm's own ResumeAfter at the end of a capacity cool-down, or an
+        # older manager's) sets NOT_RESPONDING until the node registers (node_mgr.c _require_node_reg), which a
+        # powered-down node never does; nothing else clears it, and a slurmctld (re)start then leaves the node up but
+        # never available (read_config.c _build_bitmaps): a job that needs it pends "ReqNodeNotAvail" for ever.
+        # Starting a power-down clears the flag (power_save.c); the node is available again after SuspendTimeout.
+        why = "idle~ but NOT_RESPONDING (left by a RESUME): unusable after a slurmctld restart; power-down repeated"
+        return [Action(Kind.REFRESH, node.name, why, counter="stale_not_responding_cleared")]
     return []
 
 

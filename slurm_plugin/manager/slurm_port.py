@@ -30,7 +30,11 @@ class ManagerSlurm(Protocol):
         """state=DRAIN with a reason: running jobs finish, nothing new starts."""
 
     def resume(self, nodes: Sequence[str]) -> None:
-        """state=RESUME: DOWN~ / drained~ nodes back to idle~."""
+        """DOWN~ / drained~ nodes back to idle~ (state=IDLE, see Scontrol.resume)."""
+
+    def power_down_again(self, nodes: Sequence[str]) -> None:
+        """state=POWER_DOWN (no FORCE, no reason) on idle~ nodes: slurmctld runs SuspendProgram for them again,
+        which clears a stale NOT_RESPONDING; they are available again after SuspendTimeout."""
 
     def power_up(self, nodes: Sequence[str]) -> None:
         """state=POWER_UP: start their instances now."""

@@ -154,8 +154,14 @@ class Scontrol:
         self._update(nodes, "state=DOWN", f"reason={reason}", *after)
 
     def resume(self, nodes: Sequence[str]) -> None:
-        """state=RESUME: DOWN~ / drained~ nodes back to idle~."""
-        self._update(nodes, "state=RESUME")
+        """Powered-down DOWN~ / drained~ nodes (every caller's) back to idle~: state=IDLE, which clears DOWN, DRAIN
+        and FAIL as RESUME does, without RESUME's NOT_RESPONDING (node_mgr.c `_require_node_reg`: set until the node
+        registers, which a powered-down node does not; after a slurmctld restart such a node is never available)."""
+        self._update(nodes, "state=IDLE")
+
+    def power_down_again(self, nodes: Sequence[str]) -> None:
+        """state=POWER_DOWN on idle~ nodes (manager/slurm_port.py ManagerSlurm.power_down_again)."""
+        self._update(nodes, "state=POWER_DOWN")
 
     def show_nodes(self, nodes: Sequence[str] | None) -> dict[str, SlurmNode]:
         every = parse_show_nodes(self._run(["-o", "show", "nodes"]))  # one call; filtering a list is cheaper than N

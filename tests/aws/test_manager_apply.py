@@ -55,6 +55,9 @@ class FakeSlurm:
     def resume(self, nodes: Sequence[str]) -> None:
         self.calls.append(("resume", tuple(nodes), ""))
 
+    def power_down_again(self, nodes: Sequence[str]) -> None:
+        self.calls.append(("power_down_again", tuple(nodes), ""))
+
     def power_up(self, nodes: Sequence[str]) -> None:
         self.calls.append(("power_up", tuple(nodes), ""))
 
@@ -141,6 +144,19 @@ def test_node_whose_instance_was_terminated_behind_our_back_is_powered_down(
 
     assert [(c[0], c[1]) for c in slurm.calls] == [("power_down", ("cpu-c7i-2",))]
     assert slurm.calls[0][2].startswith("(Manager:InstanceGone)")
+
+
+def test_a_cycle_repeats_the_power_down_of_idle_nodes_left_not_responding_and_counts_them(
+    aws: EmulatedAws, tmp_path: Path, cluster: str
+) -> None:
+    stale = [node(f"cpu-c7i-{i}", "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN") for i in (3, 4)]
+    slurm = FakeSlurm([*stale, node("cpu-c7i-5", "IDLE+CLOUD+POWERED_DOWN")])
+
+    outcome = manager(aws, tmp_path, cluster, slurm).cycle(now=lambda: LATER)
+
+    assert outcome is not None and outcome.failures == []
+    assert [(c[0], c[1]) for c in slurm.calls] == [("power_down_again", ("cpu-c7i-3", "cpu-c7i-4"))]
+    assert metrics.load(tmp_path / "state").counters["stale_not_responding_cleared"] == 2
 
 
 def test_standby_controller_observes_nothing_and_acts_on_nothing(

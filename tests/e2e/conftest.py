@@ -108,6 +108,17 @@ def cold_nodes(cloud: LocalCloud, count: int, prefix: str = "cpu-small-", wait: 
     return cold()[:count]
 
 
+def manager_cycle(cloud: LocalCloud) -> None:
+    """One cycle of the cluster manager's real CLI on the controller, as its systemd unit runs it (user slurm)."""
+    cmd = ["/opt/elastic-slurm/bin/slurm-clustermgr", "--once", "--manifest", str(cloud.layout.manifest),
+           "--orphan-grace", "900"]  # fmt: skip
+    role = cloud.principals().controller.env()  # the controller role, as its instance profile
+    done = cloud.on_controller(cmd, user="slurm", env={**role, "AWS_DEFAULT_REGION": "us-east-1"})
+    log = cloud.layout.log / "clustermgr.log"
+    tail = "\n".join(log.read_text().splitlines()[-20:]) if log.exists() else ""
+    assert done.returncode == 0, f"manager cycle failed ({done.returncode}): {done.stderr}\n{tail}"
+
+
 def warm_nodes(cloud: LocalCloud) -> list[str]:
     """Nodes that are not powered down (to exclude them when a test needs a launch but cannot pin nodes)."""
     return sorted(n for n, s in cloud.nodes().items() if not s.endswith("~"))

@@ -6,6 +6,8 @@
 - The cluster manager's unit (Type=notify) is started once the manager has run its first cycle.
 - Resume workers survive `systemctl restart slurmctld` (the drop-in's KillMode=process): a restart while a worker is
   still launching leaves the worker running, and its node comes up.
+- A node Slurm's ResumeAfter brought back from a capacity cool-down is idle~ but NOT_RESPONDING, and after a
+  slurmctld restart never available; one manager cycle heals it (reconcile's REFRESH) and a job pinned to it runs.
 The units run under the systemctl stand-in, which tracks each unit's processes by cgroup as systemd does
 (tests/e2e/test_slurmd_service_units.py).
 """
@@ -27,7 +29,7 @@ from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import load_manifest
-from tests.e2e.conftest import cold_nodes
+from tests.e2e.conftest import cold_nodes, manager_cycle
 
 pytestmark = pytest.mark.e2e
 MANAGER_UNIT = "slurm-clustermgr.service"
@@ -124,10 +126,7 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
     cloud.wait_until(lambda: "#" in cloud.nodes().get(node, ""), 30, f"{node} powering up")
     workers = launching()
     assert workers, "no resume worker in slurmctld's cgroup"
-    restart = cloud.on_controller(
-        ["/bin/bash", "-c", "set -a; . /etc/elastic-slurm/env; set +a; exec systemctl restart slurmctld"]
-    )
-    assert restart.returncode == 0, restart.stderr
+    _restart_slurmctld(cloud)
     new = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert new is not None and new != old and procs.cmdline(new).startswith("/usr/sbin/slurmctld")
     assert not procs.cmdline(old).startswith("/usr/sbin/slurmctld")
@@ -143,6 +142,50 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
     assert served, f"no worker of {workers} served a request"
     assert all(_done(cloud, worker) for worker in served), "a worker was cut off"
     assert not ended - served, f"idle workers {ended - served} ended with slurmctld"
+
+
+def _restart_slurmctld(cloud: LocalCloud) -> None:
+    restart = cloud.on_controller(
+        ["/bin/bash", "-c", "set -a; . /etc/elastic-slurm/env; set +a; exec systemctl restart slurmctld"]
+    )
+    assert restart.returncode == 0, restart.stderr
+
+
+def test_a_node_back_from_a_capacity_cool_down_runs_a_job_after_a_slurmctld_restart(cloud: LocalCloud) -> None:
+    """Slurm's ResumeAfter (the plugin's capacity cool-down) RESUMEs the DOWN~ node, which sets NOT_RESPONDING until
+    it registers; a powered-down node never does, and slurmctld's restart leaves it up but not available: a job pinned
+    to it pends ReqNodeNotAvail (the negative half, asserted). The manager's cycle repeats its power-down (REFRESH),
+    which clears the flag, and the job runs."""
+    (node,) = cold_nodes(cloud, 1, prefix="cpu-big-")
+    reason = "(Code:InsufficientInstanceCapacity) e2e cool-down"
+    cloud.slurm("scontrol", "update", f"nodename={node}", "state=DOWN", f"reason={reason}", "resumeafter=1")
+
+    def flags() -> str:
+        out = cloud.slurm("scontrol", "show", "node", node, "--oneliner")
+        return out.split(" State=", 1)[1].split()[0]
+
+    cloud.wait_until(lambda: flags().startswith("IDLE+") and "NOT_RESPONDING" in flags(), 120, f"{node} resumed")
+    assert "POWERED_DOWN" in flags()
+    _restart_slurmctld(cloud)
+    job = cloud.sbatch("-p", "cpu", "-w", node, wrap="true")
+    try:
+
+        def pending_reason() -> str:
+            return cloud.slurm("squeue", "-h", "-j", job, "-o", "%T %r", check=False).strip()
+
+        cloud.wait_until(lambda: "ReqNodeNotAvail" in pending_reason(), 90, f"job {job} held off {node}")
+        before = _counter(cloud, "stale_not_responding_cleared")
+        manager_cycle(cloud)
+        assert _counter(cloud, "stale_not_responding_cleared") >= before + 1  # this node (and any an earlier test left)
+        (record,) = cloud.wait_jobs_done([job], timeout=240)
+        assert (record.state, record.nodes) == ("COMPLETED", node)
+    finally:
+        cloud.slurm("scancel", job, check=False)
+
+
+def _counter(cloud: LocalCloud, name: str) -> int:
+    path = Path(load_manifest(cloud.layout.manifest).state_dir) / METRICS_FILE
+    return int(json.loads(path.read_text())["counters"].get(name, 0)) if path.exists() else 0
 
 
 def _waiting_spares(cloud: LocalCloud) -> list[int]:

@@ -97,3 +97,19 @@ def test_scontrol_adapter_batches_updates_and_passes_the_reason(tmp_path: Path) 
     assert (
         lines[2] == "update|nodename=n-1|state=POWER_DOWN_FORCE|reason=(Code:InsufficientInstanceCapacity) no capacity|"
     )
+
+
+def test_scontrol_resumes_with_state_idle_and_repeats_a_power_down_without_force_or_reason(tmp_path: Path) -> None:
+    """RESUME of a DOWN node sets NOT_RESPONDING until it registers (Slurm's node_mgr.c `_require_node_reg`); IDLE
+    clears DOWN/DRAIN/FAIL without it. The repeated power-down is a plain POWER_DOWN: no job is requeued."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "scontrol"
+    script.write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {calls}\necho >> {calls}\n', encoding="utf-8")
+    script.chmod(0o755)
+    adapter = Scontrol(str(tmp_path))
+    adapter.resume(["n-1", "n-2"])
+    adapter.power_down_again(["n-3"])
+    assert calls.read_text(encoding="utf-8").splitlines() == [
+        "update|nodename=n-1,n-2|state=IDLE|",
+        "update|nodename=n-3|state=POWER_DOWN|",
+    ]

@@ -256,6 +256,33 @@ def test_powered_down_elastic_node_stays_down() -> None:
     assert reconcile([node("cpu-c7i-3", "IDLE+CLOUD+POWERED_DOWN")], [], NOW, SETTINGS) == []
 
 
+@pytest.mark.parametrize("state", ["IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN", "idle*~"])
+def test_powered_down_node_left_not_responding_by_a_resume_gets_its_power_down_repeated(state: str) -> None:
+    """Slurm's RESUME of a DOWN~ node (its ResumeAfter after a capacity cool-down) leaves NOT_RESPONDING, which
+    nothing clears while the node is powered down; after a slurmctld restart the node is never available (seen:
+    a job pinned to it pending ReqNodeNotAvail for the rest of a busy run). A repeated power-down clears it."""
+    actions = reconcile([node("cpu-c7i-3", state)], [], NOW, SETTINGS)
+    assert kinds(actions) == [(Kind.REFRESH, "cpu-c7i-3")]
+    assert actions[0].counter == "stale_not_responding_cleared"
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        "IDLE+CLOUD+NOT_RESPONDING+POWERING_DOWN",  # the repeated power-down under way: once is enough
+        "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN+POWERING_UP",  # booting: its registration clears the flag
+        "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN+POWER_DOWN",  # a power-down already queued
+    ],
+)
+def test_a_not_responding_node_whose_power_state_is_changing_is_left_alone(state: str) -> None:
+    assert [a for a in reconcile([node("cpu-c7i-3", state)], [], NOW, SETTINGS) if a.kind is Kind.REFRESH] == []
+
+
+def test_an_always_on_node_left_not_responding_is_powered_up_not_powered_down_again() -> None:
+    actions = reconcile([node("cpu-c7i-2", "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN")], [], NOW, SETTINGS)
+    assert kinds(actions) == [(Kind.POWER_UP, "cpu-c7i-2")]  # its boot and registration clear the flag
+
+
 def test_always_on_node_whose_instance_was_terminated_is_replaced_over_two_cycles() -> None:
     first = reconcile([node("cpu-c7i-1", "IDLE+CLOUD", "127.1.0.1")], [], NOW, SETTINGS)
     assert kinds(first) == [(Kind.POWER_DOWN, "cpu-c7i-1")]
