@@ -14,6 +14,7 @@ A node is linked to its instance by NodeAddr = the instance's private IP (set by
 | powered down, DOWN/DRAIN `(Code:...)`            | -                               | resume once the cool-down expired  |
 | powered down, DOWN/DRAIN by us / Slurm's failure | -                               | resume (back to idle~)             |
 | powered down, always-on (not cooling down)       | -                               | power up (not while fleet stopped) |
+| powered down, IDLE + NOT_RESPONDING (no FAIL/REBOOT) | -                           | power down again (clears the flag) |
 | up (idle/alloc/mixed/down)                       | gone / shutting-down / stopped  | power down, reason, job requeued   |
 | up, DOWN + not responding                        | live                            | power down (instance replaced)     |
 | up, DOWN by us or for capacity                   | live                            | power down, reason kept            |
@@ -119,6 +120,11 @@ def _powering_up(node: Node, inst: Instance | None, pool: PoolManifest, now: dat
     return []
 
 
+# a repeated power-down would clear these (idle_on_node_suspend) or cancel them: an admin's FAIL, a pending reboot;
+# COMPLETING: a job is still finishing there
+KEEP_FLAGS = frozenset({"FAIL", "REBOOT_REQUESTED", "REBOOT_ISSUED", "COMPLETING"})
+
+
 def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) -> list[Action]:
     if node.down or node.drain:
         if node.reason.startswith(PROTECTED_PREFIX):
@@ -148,7 +154,7 @@ def _powered_down(node: Node, pool: PoolManifest, now: datetime, s: Settings) ->
                 counter="always_on_started",
             )
         ]
-    if node.not_responding:
+    if node.not_responding and node.state == "IDLE" and not node.flags & KEEP_FLAGS:
         # slurmctld's RESUME of a DOWN node (Slurm's own ResumeAfter at the end of a capacity cool-down, or an
         # older manager's) sets NOT_RESPONDING until the node registers (node_mgr.c _require_node_reg), which a
         # powered-down node never does; nothing else clears it, and a slurmctld (re)start then leaves the node up but

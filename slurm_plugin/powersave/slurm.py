@@ -154,9 +154,11 @@ class Scontrol:
         self._update(nodes, "state=DOWN", f"reason={reason}", *after)
 
     def resume(self, nodes: Sequence[str]) -> None:
-        """Powered-down DOWN~ / drained~ nodes (every caller's) back to idle~: state=IDLE, which clears DOWN, DRAIN
-        and FAIL as RESUME does, without RESUME's NOT_RESPONDING (node_mgr.c `_require_node_reg`: set until the node
-        registers, which a powered-down node does not; after a slurmctld restart such a node is never available)."""
+        """Powered-down (or powering-down) DOWN / drained nodes — every caller's — back to idle~: state=IDLE clears
+        DOWN, DRAIN and FAIL without RESUME's NOT_RESPONDING (node_mgr.c `_require_node_reg`: set until the node
+        registers, which a powered-down node does not; after a slurmctld restart such a node is never available).
+        Unlike RESUME it lets a power-down under way finish, keeps REBOOT flags, fires no strigger --resume, and is
+        refused for nodes with INVALID_REG / REBOOT_ISSUED or another base state than DOWN / IDLE (none of ours)."""
         self._update(nodes, "state=IDLE")
 
     def power_down_again(self, nodes: Sequence[str]) -> None:

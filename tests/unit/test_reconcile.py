@@ -256,12 +256,11 @@ def test_powered_down_elastic_node_stays_down() -> None:
     assert reconcile([node("cpu-c7i-3", "IDLE+CLOUD+POWERED_DOWN")], [], NOW, SETTINGS) == []
 
 
-@pytest.mark.parametrize("state", ["IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN", "idle*~"])
-def test_powered_down_node_left_not_responding_by_a_resume_gets_its_power_down_repeated(state: str) -> None:
+def test_powered_down_node_left_not_responding_by_a_resume_gets_its_power_down_repeated() -> None:
     """Slurm's RESUME of a DOWN~ node (its ResumeAfter after a capacity cool-down) leaves NOT_RESPONDING, which
     nothing clears while the node is powered down; after a slurmctld restart the node is never available (seen:
     a job pinned to it pending ReqNodeNotAvail for the rest of a busy run). A repeated power-down clears it."""
-    actions = reconcile([node("cpu-c7i-3", state)], [], NOW, SETTINGS)
+    actions = reconcile([node("cpu-c7i-3", "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN")], [], NOW, SETTINGS)
     assert kinds(actions) == [(Kind.REFRESH, "cpu-c7i-3")]
     assert actions[0].counter == "stale_not_responding_cleared"
 
@@ -270,11 +269,15 @@ def test_powered_down_node_left_not_responding_by_a_resume_gets_its_power_down_r
     "state",
     [
         "IDLE+CLOUD+NOT_RESPONDING+POWERING_DOWN",  # the repeated power-down under way: once is enough
-        "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN+POWERING_UP",  # booting: its registration clears the flag
+        "IDLE+CLOUD+NOT_RESPONDING+POWERING_UP",  # booting: its registration clears the flag
         "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN+POWER_DOWN",  # a power-down already queued
+        "ALLOCATED+CLOUD+NOT_RESPONDING+POWERED_DOWN",  # allocated, about to power up: a POWER_DOWN would queue
+        "IDLE+CLOUD+FAIL+NOT_RESPONDING+POWERED_DOWN",  # an admin's FAIL, which a power-down would clear
+        "IDLE+CLOUD+NOT_RESPONDING+POWERED_DOWN+REBOOT_REQUESTED",  # a pending reboot, which it would cancel
+        "IDLE+CLOUD+COMPLETING+NOT_RESPONDING+POWERED_DOWN",
     ],
 )
-def test_a_not_responding_node_whose_power_state_is_changing_is_left_alone(state: str) -> None:
+def test_a_not_responding_node_that_is_busy_changing_or_kept_by_an_admin_is_left_alone(state: str) -> None:
     assert [a for a in reconcile([node("cpu-c7i-3", state)], [], NOW, SETTINGS) if a.kind is Kind.REFRESH] == []
 
 
