@@ -190,10 +190,12 @@ def build_app() -> Any:
     from localcloud.aws.iam_gate import IamGate
     from localcloud.aws.moto_speedups import install as index_moto_lookups
     from localcloud.aws.moto_status_filters import install as honour_status_filters
+    from localcloud.aws.moto_subnet_ips import install as reclaim_terminated_ips
     from localcloud.aws.spot_history import Offer
 
     index_moto_lookups()  # tags and instances read by id (same answers; localcloud/aws/moto_speedups.py)
     honour_status_filters()  # DescribeInstanceStatus filters moto drops (localcloud/aws/moto_status_filters.py)
+    reclaim_terminated_ips()  # a full subnet reuses terminated instances' addresses (localcloud/aws/moto_subnet_ips.py)
     account = "123456789012"
 
     def subnet_az(region: str, subnet_id: str) -> str | None:
