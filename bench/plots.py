@@ -19,6 +19,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from bench.parallelcluster.source import VERSION as PC_VERSION
+
 RESULTS = Path(__file__).resolve().parent / "results" / "resume.json"
 CASES = {"resume": "#1f77b4", "suspend": "#d62728"}  # row case prefix -> colour
 
@@ -120,6 +122,8 @@ JOB_CASES = {  # row case -> colour
     "jobs of 50 (CreateFleet)": "#ff7f0e",
     "one big job (RunInstances)": "#2ca02c",
     "jobs of 50 (RunInstances)": "#d62728",
+    f"jobs of 50 (CreateFleet) ParallelCluster {PC_VERSION}": "#7f7f7f",  # bench/parallelcluster/: side by side
+    f"jobs of 50 (RunInstances) ParallelCluster {PC_VERSION}": "#8c564b",
 }
 
 
@@ -151,7 +155,7 @@ def plot_jobs(results: dict[str, Any], path: Path) -> Path | None:
     times.grid(True, alpha=0.35)
     times.legend(fontsize=7, ncol=2)
     calls.set_xlabel("N")
-    calls.set_ylabel("EC2 API calls of the resume")
+    calls.set_ylabel("AWS API calls of the resume (ParallelCluster's with its DynamoDB writes)")
     calls.set_yscale("log")
     calls.grid(True, alpha=0.35)
     calls.legend(fontsize=8)

@@ -5,7 +5,8 @@ Rows (printed as a table and written to bench/results/resume.json):
    each N of LAUNCH_NS (plotted against N by bench/plots.py);
 2. jobs (issue 33): N nodes resumed as one big job and as jobs of 50 nodes, for each N of JOB_NS and both launch
    APIs (CreateFleet: 3 types x 3 AZs; RunInstances: 1 type x 1 AZ): EC2 calls, wall to the first / half / last
-   NodeAddr (when `set_addresses` got them), the worker's CPU;
+   NodeAddr (when `set_addresses` got them), the worker's CPU; each next to the same resume by AWS ParallelCluster
+   3.11's own code on the same emulated EC2 (bench/parallelcluster/), and the ratio of the last NodeAddr times;
 3. ResumeProgram foreground (the console script as slurmctld runs it) for N=5000 in jobs of 50: wall until it
    returns, p50 / p95 of FOREGROUND_RUNS runs with a spare waiting (the usual path) and of runs without one;
 4. planning + hostlist handling for a 10,000-node resume (100 jobs of 100 nodes), CPU seconds;
@@ -32,8 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.parallelcluster.side import ParallelClusterSide
 from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
 from localcloud.aws.faults import Faults
+from localcloud.image.image_root import ImageBuildError
+from localcloud.image.slurm_root import ROOT_CACHE
 from slurm_plugin.hostlists import compress, expand
 from slurm_plugin.manifest import Manifest, PoolManifest, write_manifest
 from slurm_plugin.powersave import capacity
@@ -164,6 +168,32 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
+def deployed_console_script(prefix: Path, name: str) -> Path:
+    """`name` (a console script of pyproject.toml) as the image installs it: a venv whose interpreter imports the
+    project as a regular install does (its directory on sys.path), not through the development checkout's editable
+    hook, whose finder alone imports pathlib, urllib.parse and ipaddress at every interpreter start (~40 ms; more than
+    the rest of the foreground under load). The venv reads its dependencies from this interpreter's site-packages."""
+    import sysconfig
+    import venv
+    from importlib.metadata import entry_points
+
+    (target,) = [e.value for e in entry_points(group="console_scripts", name=name)]
+    module, function = target.split(":")
+    if not (prefix / "bin" / "python").exists():
+        venv.EnvBuilder(with_pip=False, symlinks=True).create(prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    paths = [str(Path(__file__).resolve().parents[1]), sysconfig.get_paths()["purelib"]]  # the project, then its deps
+    (prefix / "lib" / version / "site-packages" / "elastic-slurm-bench.pth").write_text("\n".join(paths) + "\n")
+    script = prefix / "bin" / name
+    script.write_text(
+        f"#!{prefix / 'bin' / 'python'}\nimport sys\nfrom {module} import {function}\n"
+        f"if __name__ == '__main__':\n    sys.exit({function}())\n",
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
 def bench_foreground(manifest: Manifest, workdir: Path, n: int, runs: int = FOREGROUND_RUNS) -> list[dict[str, Any]]:
     """Wall time of the ResumeProgram console script until it returns (the worker runs on, detached): p50 and p95
     of `runs` runs with a spare worker waiting (each run's spare starts the next one), and of runs without one."""
@@ -175,8 +205,7 @@ def bench_foreground(manifest: Manifest, workdir: Path, n: int, runs: int = FORE
     resume_file = workdir / "resume.json"
     jobs = [{"job_id": j, "nodes_alloc": f"cpu-c7i-[{j * 50 + 1}-{j * 50 + 50}]"} for j in range(n // 50)]
     resume_file.write_text(json.dumps({"all_nodes_resume": f"cpu-c7i-[1-{n}]", "jobs": jobs}), encoding="utf-8")
-    script = Path(sys.executable).parent / "slurm-resume"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "slurm_plugin.powersave.resume"]
+    command = [str(deployed_console_script(workdir / "deployed", "slurm-resume"))]
     rows = []
     state_dirs: list[Path] = []
     try:
@@ -293,18 +322,35 @@ def bench_lookup(aws: EmulatedAws, manifest: Manifest, n: int, lose_every: int =
     }  # fmt: skip
 
 
+def _parallelcluster(aws: EmulatedAws, network: Any, workdir: Path) -> ParallelClusterSide | None:
+    """ParallelCluster's side of the jobs rows, or None (said in one line) when its source is nowhere to be had."""
+    try:
+        return ParallelClusterSide(aws, network, ROOT_CACHE, workdir)
+    except ImageBuildError as exc:
+        print(f"jobs rows without ParallelCluster's side: {exc}", flush=True)
+        return None
+
+
+def _ratio(ours: dict[str, Any], theirs: dict[str, Any]) -> float | None:
+    """Our seconds to the last NodeAddr over ParallelCluster's in the same run (issue 33: <= 0.45 at N=4000)."""
+    mine, pc = ours["nodeaddr"]["last_s"], theirs["nodeaddr"]["last_s"]
+    return round(mine / pc, 2) if mine is not None and pc else None
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'case':<42} {'N':>6} {'wall s':>8} {'CPU s':>7}  EC2 calls / NodeAddr first, half, last / p50, p95",
-             "-" * 118]  # fmt: skip
+    lines = [f"{'case':<52} {'N':>6} {'wall s':>8} {'CPU s':>7}  EC2 calls / NodeAddr first, half, last / p50, p95",
+             "-" * 128]  # fmt: skip
     for row in rows:
         wall = "-" if row["wall_s"] is None else f"{row['wall_s']:.3f}"
         calls = ", ".join(f"{k}={v}" for k, v in row["ec2_calls"].items()) or "-"
         if "nodeaddr" in row:
             t = row["nodeaddr"]
-            calls += f" / {t['first_s']}, {t['half_s']}, {t['last_s']} s (moto CPU {row['emulator_cpu_s']} s)"
+            calls += f" / {t['first_s']}, {t['half_s']}, {t['last_s']} s"
+            calls += "" if row["emulator_cpu_s"] is None else f" (moto CPU {row['emulator_cpu_s']} s)"
+            calls += f" / {row['vs_parallelcluster']}x PC" if row.get("vs_parallelcluster") is not None else ""
         if "p95_s" in row:
             calls += f" / p50 {row['p50_s'] * 1000:.0f} ms, p95 {row['p95_s'] * 1000:.0f} ms ({row['runs']} runs)"
-        lines.append(f"{row['case']:<42} {row['n']:>6} {wall:>8} {row['cpu_s']:>7.3f}  {calls}")
+        lines.append(f"{row['case']:<52} {row['n']:>6} {wall:>8} {row['cpu_s']:>7.3f}  {calls}")
     return "\n".join(lines)
 
 
@@ -328,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--foreground-runs", type=int, default=FOREGROUND_RUNS, help="runs per foreground row")
     parser.add_argument("--no-jobs", action="store_true", help="leave the jobs rows out")
+    parser.add_argument(
+        "--no-parallelcluster", action="store_true", help="jobs rows without ParallelCluster's side by side"
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the finally blocks stop the emulator
     for key, value in DUMMY_CREDENTIALS.items():
@@ -341,11 +390,16 @@ def main(argv: list[str] | None = None) -> int:
             network = build_network(aws)
             manifest = make_manifest(aws, network, workdir / "cluster")
             rows = [] if args.quick else [row for n in LAUNCH_NS for row in bench_launch(aws, manifest, n)]
+            pc = None if args.no_jobs or args.no_parallelcluster else _parallelcluster(aws, network, workdir)
             for n in () if args.no_jobs else args.job_ns:
                 for api in APIS:
                     for job_nodes in (n, JOB_NODES) if n > JOB_NODES else (n,):
                         rows.append(bench_jobs(aws, manifest, workdir, n, job_nodes, api))
-                        print(_table(rows[-1:]).splitlines()[-1], flush=True)
+                        if pc is not None:
+                            rows.append(pc.resume_row(n, job_nodes, api))
+                            rows[-2]["vs_parallelcluster"] = _ratio(rows[-2], rows[-1])
+                        for row in rows[-2 if pc else -1 :]:
+                            print(_table([row]).splitlines()[-1], flush=True)
             rows.extend(bench_foreground(manifest, workdir, 5000, args.foreground_runs))
             if not args.quick:
                 rows.append(bench_planning(manifest, 10_000))

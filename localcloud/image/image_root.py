@@ -113,12 +113,14 @@ def source_tarball(
     cache: Path,
     url: str = slurm_release.SOURCE_URL,
     sha256: str = slurm_release.SOURCE_SHA256,
+    name: str | None = None,
+    what: str = "Slurm source",
 ) -> Path:
-    """The source tarball of `url` with checksum `sha256` (default: the pinned release), as a file in
-    `cache`/sources: the cached copy, else the source mirror's (source_mirror()), else downloaded. A copy with
-    another checksum is not used; ImageBuildError (one line naming the file, its sha256 and where it looked) when no
-    place has it."""
-    name = url.rsplit("/", 1)[-1]
+    """The source tarball of `url` with checksum `sha256` (default: the pinned release), as a file `name` (default:
+    the URL's last part) in `cache`/sources: the cached copy, else the source mirror's (source_mirror()), else
+    downloaded. A copy with another checksum is not used; ImageBuildError (one line naming `what`, the file, its
+    sha256 and where it looked) when no place has it."""
+    name = name or url.rsplit("/", 1)[-1]
     target = cache / "sources" / name
     if target.is_file() and _sha256_of(target) == sha256:
         return target
@@ -145,7 +147,7 @@ def source_tarball(
     except OSError as exc:
         looked.append(f"{url} ({exc})")
     partial.unlink(missing_ok=True)
-    raise ImageBuildError(f"no Slurm source {name} with sha256 {sha256}: looked in {'; '.join(looked)}")
+    raise ImageBuildError(f"no {what} {name} with sha256 {sha256}: looked in {'; '.join(looked)}")
 
 
 @contextmanager

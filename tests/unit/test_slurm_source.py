@@ -114,3 +114,17 @@ def test_the_mirror_defaults_to_shared_sources_beside_the_checkout_when_it_exist
     assert image_root.source_mirror() == beside
     monkeypatch.setenv(image_root.SOURCE_MIRROR_ENV, str(tmp_path / "site-mirror"))
     assert image_root.source_mirror() == tmp_path / "site-mirror"  # the operator's directory wins
+
+
+def test_another_source_is_cached_under_its_own_name_and_named_by_what_it_is(tmp_path: Path, mirror: Path) -> None:
+    """The bench's ParallelCluster source (bench/parallelcluster/source.py): a tag archive whose URL ends in a bare
+    `v3.11.0.tar.gz` is looked up and cached under the name given, and a miss names what was looked for."""
+    url = "http://127.0.0.1:9/archive/refs/tags/v3.11.0.tar.gz"
+    name = "aws-parallelcluster-node-3.11.0.tar.gz"
+    with pytest.raises(image_root.ImageBuildError) as caught:
+        image_root.source_tarball(tmp_path / "cache", url, SHA256, name=name, what="ParallelCluster source")
+    assert str(caught.value).startswith(f"no ParallelCluster source {name} with sha256 {SHA256}: looked in ")
+    (mirror / name).write_bytes(TARBALL)
+    found = image_root.source_tarball(tmp_path / "cache", url, SHA256, name=name, what="ParallelCluster source")
+    assert found == tmp_path / "cache" / "sources" / name
+    assert found.read_bytes() == TARBALL
