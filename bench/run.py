@@ -43,6 +43,7 @@ from slurm_plugin.manifest import Manifest, PoolManifest, write_manifest
 from slurm_plugin.powersave import capacity
 from slurm_plugin.powersave.launcher import resume_nodes
 from slurm_plugin.powersave.planner import assign, plan_launch
+from slurm_plugin.powersave.spare import spares_dir
 from slurm_plugin.powersave.terminator import terminate_nodes
 from tests.aws.plugin_env import FakeSlurm, build_network, ec2_for, make_manifest, rid
 
@@ -140,7 +141,7 @@ def _stop_spares(state_dirs: list[Path], quiet_s: float = 3.0, limit_s: float = 
     deadline, quiet_since = time.monotonic() + limit_s, time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - quiet_since < quiet_s:
         for state_dir in state_dirs:
-            room = state_dir / "spares"
+            room = Path(spares_dir(str(state_dir)))  # this host's waiting room (spare.py)
             for entry in room.iterdir() if room.exists() else ():
                 pid = entry.name.split(".", 1)[0]
                 if pid.isdigit() and int(pid) not in stopped:
@@ -241,7 +242,32 @@ def bench_foreground(manifest: Manifest, workdir: Path, n: int, runs: int = FORE
             )  # fmt: skip
     finally:
         _stop_spares(state_dirs)
+        _stop_leftovers(workdir)
     return rows
+
+
+def _stop_leftovers(workdir: Path, limit_s: float = 15.0) -> None:
+    """SIGTERM every process still running from this bench's temporary `workdir` (a worker waiting out its 30 s for
+    Slurm, a spare started after _stop_spares looked, one a worker primed), until none is left: the path is this
+    run's own, so nothing else matches."""
+    mark = str(workdir).encode()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        left = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(mark) for a in argv):
+                left.append(int(entry))
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry), signal.SIGTERM)
+        if not left:
+            return
+        time.sleep(0.2)
 
 
 def _foreground_manifest(manifest: Manifest, n: int, bindir: Path, state_dir: Path, workdir: Path) -> Path:
@@ -269,7 +295,7 @@ def _wait_idle(
     from slurm_plugin.powersave import spare
 
     requests = state_dir / "requests"
-    room = str(state_dir / "spares")
+    room = spare.spares_dir(str(state_dir))
     if want_spare and spare.waiting(room) == 0 and command is not None:
         subprocess.run([*command, "--prime"], env=env, capture_output=True, check=False)
     deadline = time.monotonic() + limit
