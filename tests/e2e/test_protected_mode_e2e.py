@@ -60,6 +60,10 @@ def test_an_admin_clears_protected_mode_and_the_pool_launches_again(prot: LocalC
     done = prot.on_controller([str(prot.layout.bin / "slurm-pool-protection"), "--clear", "cpu-bad"], user="slurm")
     assert done.returncode == 0 and "protected mode cleared" in done.stdout, done.stderr
     prot.wait_until(lambda: all(s == "idle~" for s, _ in _bad_nodes(prot).values()), 60, "cpu-bad back to idle~")
+    # resumed with state=IDLE (Scontrol.resume): RESUME would have left them NOT_RESPONDING, never available after a
+    # slurmctld restart (reconcile's REFRESH)
+    shown = [line for line in prot.slurm("scontrol", "-o", "show", "node").splitlines() if "NodeName=cpu-bad-" in line]
+    assert shown and not [line for line in shown if "NOT_RESPONDING" in line.split(" State=", 1)[1].split()[0]]
     (record,) = prot.wait_jobs_done([prot.sbatch("-w", "cpu-bad-3", wrap="true")], timeout=120)
     assert record.state == "COMPLETED"
     assert_no_orphans(prot)
