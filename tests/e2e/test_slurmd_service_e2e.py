@@ -108,24 +108,33 @@ def _unit_processes(cloud: LocalCloud, unit: str) -> set[int]:
 
 
 def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(cloud: LocalCloud) -> None:
-    (node,) = cold_nodes(cloud, 1)
     old = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert old is not None
-    # the spare the boot started (elastic-slurm-config-apply) waits outside slurmctld's cgroup and would take the
-    # request: without it, ResumeProgram starts the worker itself, in slurmctld's cgroup, where a restart could kill it
-    for pid in _waiting_spares(cloud):
-        os.kill(pid, signal.SIGTERM)
-    cloud.wait_until(lambda: not _waiting_spares(cloud), 30, "no spare worker waiting")
-    # every AWS call takes 8 s: the resume worker is still launching when slurmctld restarts
-    cloud.set_faults(Faults(latency_ms=8000))
-    job = cloud.sbatch("-w", node, wrap="true")
 
     def launching() -> set[int]:
         return {p for p in _unit_processes(cloud, "slurmctld.service") if "slurm_plugin.powersave" in procs.cmdline(p)}
 
-    cloud.wait_until(lambda: "#" in cloud.nodes().get(node, ""), 30, f"{node} powering up")
-    workers = launching()
-    assert workers, "no resume worker in slurmctld's cgroup"
+    workers: set[int] = set()
+    for _ in range(3):
+        (node,) = cold_nodes(cloud, 1)
+        # the spare the boot started (elastic-slurm-config-apply) waits outside slurmctld's cgroup and would take the
+        # request: without it, ResumeProgram starts the worker itself, in slurmctld's cgroup, where a restart could
+        # kill it
+        for pid in _waiting_spares(cloud):
+            os.kill(pid, signal.SIGTERM)
+        cloud.wait_until(lambda: not _waiting_spares(cloud), 30, "no spare worker waiting")
+        # every AWS call takes 8 s: the resume worker is still launching when slurmctld restarts
+        cloud.set_faults(Faults(latency_ms=8000))
+        job = cloud.sbatch("-w", node, wrap="true")
+        cloud.wait_until(lambda n=node: "#" in cloud.nodes().get(n, ""), 30, f"{node} powering up")
+        workers = launching()
+        if workers:
+            break
+        # a spare started between the kill and the request (the config-sync timer primes one every minute) and
+        # took it, outside slurmctld's cgroup (seen once in a busy run): not this test's case; again on another node
+        cloud.clear_faults()
+        cloud.wait_jobs_done([job], timeout=180)
+    assert workers, "no resume worker in slurmctld's cgroup in 3 attempts"
     _restart_slurmctld(cloud)
     new = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert new is not None and new != old and procs.cmdline(new).startswith("/usr/sbin/slurmctld")
