@@ -29,7 +29,7 @@ from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import load_manifest
-from tests.e2e.conftest import cold_nodes, manager_cycle
+from tests.e2e.conftest import assert_no_orphans, cold_nodes, manager_cycle
 
 pytestmark = pytest.mark.e2e
 MANAGER_UNIT = "slurm-clustermgr.service"
@@ -188,6 +188,8 @@ def test_a_node_back_from_a_capacity_cool_down_runs_a_job_after_a_slurmctld_rest
         assert _counter(cloud, "stale_not_responding_cleared") >= before + 1  # this node (and any an earlier test left)
         (record,) = cloud.wait_jobs_done([job], timeout=240)
         assert (record.state, record.nodes) == ("COMPLETED", node)
+        assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)  # EC2's side: its live instance
+        assert_no_orphans(cloud)
     finally:
         cloud.slurm("scancel", job, check=False)
 
