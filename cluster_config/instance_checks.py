@@ -11,6 +11,9 @@ and offerings are not judged: only what can be proven is refused (docs/validate.
   was built for another config; render would refuse that cache either way); and a type the cache says EC2 offers in
   none of the pool's AZs of a region is refused (a type missing from only some of them is a warning,
   `type-not-in-every-az`: the plugin skips those AZs for it).
+- With a cache: a pool's own node layout (`slurm_settings` Sockets, CoresPerSocket, ...) must make the pool's CPUs —
+  the smallest type's vCPUs, or its cores on a `disable_hyperthreading` pool — as render gives them
+  (cluster_config/node_layout.py: else Slurm resets the nodes' CPUs to the layout's product).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from cluster_config.checks import ConfigError, pool_azs, region_of_az
-from cluster_config.model import ElasticSlurmConfig
+from cluster_config.model import ElasticSlurmConfig, Pool
+from cluster_config.node_layout import layout_problems
 
 # NVIDIA GPU families: p2 ... p6-b200, g3, g3s, g4dn, g5, g5g, g6, g6e, g6f, gr6, gr6f, g7e. Not g4ad (AMD Radeon),
 # nor inf/trn (Neuron), dl1 (Gaudi), f1/f2 (FPGA), vt1 (Xilinx).
@@ -37,6 +41,7 @@ class TypeInfo:
     gpu_maker: str = ""
     architecture: str = "x86_64"
     vcpus: int = 0
+    cores: int | None = None  # physical cores; None: not recorded
     memory_mib: int = 0
     azs: tuple[str, ...] | None = None  # the region's AZs that offer it; None: not recorded (every AZ assumed)
 
@@ -94,6 +99,24 @@ def _problems(config: ElasticSlurmConfig, facts: TypeFacts | None) -> Iterator[C
                     )
                 if facts is not None:
                     yield from _offerings(facts, pool_azs(cluster, pool), pool.instance_types, path)
+                    yield from _layout(facts, pool, path)
+
+
+def pool_cpus(facts: TypeFacts, pool: Pool) -> int | None:
+    """The CPUs render gives the pool's nodes (slurm_plugin/render/nodes.py pool_size), None when a type's size is
+    not in the cache."""
+    infos = [facts.find(t) for t in pool.instance_types]
+    counts = [(i.cores if pool.disable_hyperthreading else i.vcpus) if i is not None else None for i in infos]
+    known = [c for c in counts if c]
+    return min(known) if known and len(known) == len(counts) else None
+
+
+def _layout(facts: TypeFacts, pool: Pool, path: str) -> Iterator[ConfigError]:
+    cpus = pool_cpus(facts, pool)
+    if cpus is None or any(layout_problems(pool.slurm_settings)):
+        return  # unknown size, or already refused whatever the size (cluster_config/slurm_checks.py)
+    for problem in layout_problems(pool.slurm_settings, cpus):
+        yield ConfigError(f"{path}.slurm_settings", f"{problem} (the instance cache {facts.source})")
 
 
 def azs_by_region(azs: list[str]) -> dict[str, list[str]]:

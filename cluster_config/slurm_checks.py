@@ -19,6 +19,9 @@ problem (wired into `cluster_config.checks.check`).
 - PrologFlags with `directory.pam_slurm_adopt`: the module adopts an SSH session only into a job's `extern` step, which
   exists with `PrologFlags=Contain` (rendered by the product); a site's own PrologFlags replaces that line, so it must
   keep `contain`.
+- A pool's own node layout (Sockets, CoresPerSocket, ... in `pools[].slurm_settings`, cluster_config/node_layout.py):
+  positive integers, not both Sockets and SocketsPerBoard; whether it makes the pool's CPUs needs the instance types'
+  sizes, so `validate --cache` checks that (cluster_config/instance_checks.py) and render refuses it too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cluster_config.model import Cluster, ElasticSlurmConfig
+from cluster_config.node_layout import layout_problems
 from cluster_config.slurm_settings import (
     PRODUCT_SLURMCTLD_PARAMETERS,
     REFUSED_SLURMCTLD_PARAMETERS,
@@ -46,6 +50,7 @@ def slurm_problems(config: ElasticSlurmConfig) -> Iterator[tuple[str, str]]:
         yield from prolog_timeout_problems(cluster, path)
         yield from node_count_problems(cluster, path)
         yield from prolog_flags_problems(cluster, path)
+        yield from node_layout_problems(cluster, path)
     yield from grace_time_problems(config)
 
 
@@ -110,6 +115,14 @@ def node_count_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]
             f"{total} nodes (the pools' max_nodes added up) exceed {MAX_TREE_WIDTH}, the most slurmctld reaches "
             "directly (TreeWidth's limit): lower max_nodes or split the cluster",
         )
+
+
+def node_layout_problems(cluster: Cluster, path: str) -> Iterator[tuple[str, str]]:
+    """A pool's own node layout that Slurm would misread whatever the instance type (its CPUs unknown here)."""
+    for pi, partition in enumerate(cluster.partitions):
+        for qi, pool in enumerate(partition.pools):
+            for problem in layout_problems(pool.slurm_settings):
+                yield f"{path}.partitions[{pi}].pools[{qi}].slurm_settings", problem
 
 
 def grace_time_problems(config: ElasticSlurmConfig) -> Iterator[tuple[str, str]]:

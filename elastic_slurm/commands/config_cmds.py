@@ -104,6 +104,7 @@ def type_facts(cache: InstanceCache | None, source: str | None) -> TypeFacts | N
                 gpu_maker=info.gpus.manufacturer if info.gpus else "",
                 architecture=info.architecture,
                 vcpus=info.vcpus,
+                cores=info.cores,
                 memory_mib=info.memory_mib,
                 azs=tuple(info.availability_zones) if info.availability_zones is not None else None,
             )

@@ -20,9 +20,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cluster_config import Cluster, Partition, Pool, PurchaseOption, node_name, pool_azs, region_of_az
+from cluster_config.node_layout import layout_problems
 from cluster_config.slurm_settings import NODE_TOPOLOGY_KEYS, SettingValue, merge_line_settings
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache, InstanceTypeInfo
+from slurm_plugin.render.manifest import RenderError
 
 # Estimates used when the cache has no price (offline, or the Price List API was unreachable).
 FALLBACK_USD_PER_VCPU_HOUR = 0.05
@@ -146,10 +148,13 @@ def market_feature(option: PurchaseOption) -> str:
 
 
 def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: InstanceCache) -> PoolNodes:
-    """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type)."""
+    """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type; RenderError when
+    the pool's own node layout does not make its CPUs, cluster_config/node_layout.py)."""
     regions = pool_regions(cluster, pool)
     infos = [cache.find(t, regions) for t in pool.instance_types]
     size = pool_size(infos, pool.instance_types, pool.disable_hyperthreading)
+    for problem in layout_problems(pool.slurm_settings, size.cpus):
+        raise RenderError(f"partitions '{partition.name}' pool '{pool.name}' slurm_settings: {problem}")
     cost, source = pool_cost(pool, infos, pool_azs(cluster, pool))
     weight, source = (pool.weight, "set in config") if pool.weight is not None else (weight_of(cost), source)
     # A family is a feature only when every type of the pool has it: a constraint must hold on whatever launches.

@@ -117,10 +117,10 @@ def test_node_lines_give_sockets_cores_and_threads_from_the_cache() -> None:
 
 
 def test_a_pool_that_sets_its_own_layout_gets_none_of_the_products() -> None:
-    pool = CPU_POOL | {"slurm_settings": {"Sockets": 2, "CoresPerSocket": 2}}
+    pool = CPU_POOL | {"slurm_settings": {"Sockets": 2, "CoresPerSocket": 4}}  # 8 CPUs: one thread per core
     line = node_line(render(pools=[pool])[1])
     assert "ThreadsPerCore" not in line and line.count("Sockets=") == 1
-    assert line.endswith(" Sockets=2 CoresPerSocket=2")
+    assert line.endswith(" Sockets=2 CoresPerSocket=4")
 
 
 def info(cores: int | None, threads: int | None, vcpus: int = 8) -> InstanceTypeInfo:
