@@ -13,7 +13,10 @@ What it adds to moto, request by request:
 - DescribeInstanceTopology, which moto lacks: network nodes per instance (localcloud/aws/instance_topology.py).
 Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST /_localcloud/calls/reset;
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
-token is the capability, as the handle's pre-signed URL is), GET returns the signals it received.
+token is the capability, as the handle's pre-signed URL is), GET returns the signals it received;
+GET /_localcloud/ec2-changes?after=N&wait=S answers `{"generation": G}`, EC2's change count — one more for every EC2
+or Auto Scaling call that is not a Describe/Get/List — as soon as G > N, or after S seconds (at most 30): the instance runner watches
+EC2 through it instead of polling DescribeInstances four times a second (localcloud/instances/instance_runner.py).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ Topology = Callable[[str, dict[str, str]], Answer]  # (ec2 region, params) → D
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
 _OVERRIDE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _IDEMPOTENT = ("RunInstances", "CreateFleet")
+CHANGES_PATH = "/_localcloud/ec2-changes"
+_READ_ONLY = ("Describe", "Get", "List")  # actions that change nothing
+_LAUNCHING_SERVICES = ("ec2", "autoscaling")  # whose calls start and end instances (login nodes: Auto Scaling)
+MAX_CHANGE_WAIT = 30.0
 
 
 def ec2_error(code: str, message: str, status: str) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -88,10 +95,16 @@ class FaultMiddleware:
         self.ec2_calls = 0
         self.lock = threading.Lock()
         self.signals: dict[str, list[Any]] = {}  # wait condition token -> the signals PUT to it, in order
+        self.ec2_generation = 0  # EC2 calls that may have changed something (CHANGES_PATH)
+        self.ec2_changed = threading.Condition()
 
     # ------------------------------------------------------------------ WSGI entry
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if path == CHANGES_PATH:
+            status, headers, body = self._changes(environ)
+            start_response(status, headers)
+            return [body]
         if path.startswith("/_localcloud/"):
             status, headers, body = self._control(environ, path)
             start_response(status, headers)
@@ -111,11 +124,31 @@ class FaultMiddleware:
             status, headers, body = price_list.answer(action, raw)
             start_response(status, headers)
             return [body]
-        if service != "ec2":
-            return self.app(environ, start_response)
-        status, headers, body = self._ec2(environ, raw, params, action, region, faults)
+        try:
+            if service != "ec2":
+                return self.app(environ, start_response)
+            status, headers, body = self._ec2(environ, raw, params, action, region, faults)
+        finally:
+            if service in _LAUNCHING_SERVICES and not action.startswith(_READ_ONLY):
+                with self.ec2_changed:
+                    self.ec2_generation += 1
+                    self.ec2_changed.notify_all()
         start_response(status, headers)
         return [body]
+
+    def _changes(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """CHANGES_PATH: the generation once it exceeds `after`, or when `wait` seconds are over."""
+        query = dict(parse_qsl(str(environ.get("QUERY_STRING", ""))))
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(max(float(query.get("wait", "0")), 0.0), MAX_CHANGE_WAIT)
+        except ValueError:
+            return "400 Bad Request", [("Content-Type", "application/json")], b'{"error": "after, wait: numbers"}'
+        with self.ec2_changed:
+            self.ec2_changed.wait_for(lambda: self.ec2_generation > after, timeout=wait)
+            generation = self.ec2_generation
+        body = json.dumps({"generation": generation}).encode()
+        return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body
 
     # ------------------------------------------------------------------ EC2
     def _ec2(

@@ -1,6 +1,7 @@
 """The instance runner daemon: "boots" each emulated EC2 instance of the cluster and stops it when EC2 ends it.
 
-Every ~1 s it lists the cluster's instances in every region (one filtered DescribeInstances per region). A new
+It lists the cluster's instances in every region (one filtered DescribeInstances per region) whenever EC2 changed —
+the emulated AWS's change feed says so (localcloud/instances/ec2_changes.py) — and at least every 5 s. A new
 instance is booted after the configured delay: its user data runs in a fresh time namespace (the machine's boot
 clock, from `fresh-boot-exec`) and UTS namespace (its EC2 host name), with environment overrides instead of IMDS, and
 runs the real compute-node bootstrap (assets/bootstrap/elastic-slurm-node-bootstrap), which finds its Slurm node and
@@ -36,6 +37,7 @@ from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from localcloud.image.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
 from localcloud.instances import enter, fake_sysfs, machines
 from localcloud.instances.boot_data import BootData, write_user_data
+from localcloud.instances.ec2_changes import IDLE_SECONDS, ChangeFeed, Interrupted
 from localcloud.instances.login_nodes import login_view
 from localcloud.instances.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.layout import Layout
@@ -45,7 +47,6 @@ from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 from slurm_plugin.naming import TAG_LOGIN_POOL
 
 LOG = logging.getLogger("instance-runner")
-POLL_SECONDS = 0.25  # between looks at EC2; a boot whose delay ends sooner wakes the loop on time (Runner.next_wake)
 # the boot's variables the systemctl stand-in passes on to the units it starts (ES_LOCAL_MACHINE_ENV): what stands in
 # for the machine (its address, id) and for its IMDS (the instance profile's keys, the endpoint)
 MACHINE_ENV = (
@@ -146,10 +147,10 @@ class Runner:
         (layout.log / "instances").mkdir(parents=True, exist_ok=True)
 
     def next_wake(self, now: float) -> float:
-        """Seconds until the next loop: POLL_SECONDS, or sooner when a tracked instance's boot delay ends before that
-        (an EC2 instance boots when its boot time is over, not at the runner's next look)."""
+        """Seconds the next wait for an EC2 change may last: IDLE_SECONDS, or less when a tracked instance's boot
+        delay ends before that (an EC2 instance boots when its boot time is over, not at the runner's next look)."""
         due = [t.boot_at - now for t in self.tracked.values() if not (t.booted or t.fail or t.stopped)]
-        return max(0.02, min([POLL_SECONDS, *due]))
+        return max(0.02, min([IDLE_SECONDS, *due]))
 
     def loop_once(self) -> None:
         observed = observe(self.clients, self.cluster)
@@ -382,19 +383,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
     runner = Runner(Layout(args.state_dir))
+    feed = ChangeFeed(runner.aws_endpoint)
 
     def _term(signum: int, frame: object) -> None:
         runner.running = False
+        feed.interrupt()  # ends a pending wait at once; never raises elsewhere
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
     LOG.info("watching instances of cluster %s in %s", runner.cluster, ", ".join(runner.clients))
+    generation = -1  # the first wait answers at once
     while runner.running:
+        # the generation is read BEFORE the look at EC2: a change made meanwhile ends the next wait at once
+        with contextlib.suppress(Interrupted):
+            seen = feed.wait(generation, runner.next_wake(time.time()))
+            generation = generation if seen is None else seen
+        if not runner.running:
+            break
         try:
             runner.loop_once()
         except Exception:
             LOG.exception("runner loop failed; continuing")
-        time.sleep(runner.next_wake(time.time()))
     runner.stop_all()
     LOG.info("stopped")
     return 0
