@@ -10,7 +10,8 @@ pool then offers fewer (or more) CPUs than it has. So a layout must make exactly
 CoresPerSocket x ThreadsPerCore: the product counts threads as CPUs, physical cores on `disable_hyperthreading`
 pools), with Slurm's own defaults and inference: Boards, CoresPerSocket and ThreadsPerCore default to 1; without
 Sockets, Boards x SocketsPerBoard, else CPUs / (CoresPerSocket x ThreadsPerCore) when that divides, else Boards.
-Sockets together with SocketsPerBoard is refused (Slurm ignores Sockets then), as are zero and non-integer values.
+Sockets together with SocketsPerBoard is refused (Slurm ignores Sockets then), as are values other than integers from
+1 to 9999 (Slurm reads them as 16-bit integers; a space would start another key).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from cluster_config.slurm_settings import NODE_TOPOLOGY_KEYS, SettingValue, render_value
 
-_COUNT = re.compile(r"^[1-9][0-9]{0,4}$")
+_COUNT = re.compile(r"^[1-9][0-9]{0,3}$")  # up to 9999: Slurm reads them as 16-bit integers
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def layout_problems(settings: Mapping[str, SettingValue], cpus: int | None = Non
         return
     bad = [f"{key}={value}" for key, value in given.items() if not _COUNT.match(value)]
     if bad:
-        yield f"{', '.join(bad)}: a node layout count is a positive integer"
+        yield f"{', '.join(bad)}: a node layout count is an integer from 1 to 9999"
         return
     layout = Layout(*(int(given[key]) if key in given else None for key in NODE_TOPOLOGY_KEYS))
     if layout.sockets is not None and layout.sockets_per_board is not None:

@@ -74,9 +74,11 @@ def test_a_layout_that_misses_the_pools_cpus_is_refused_once_they_are_known(
 @pytest.mark.parametrize(
     ("settings", "problem"),
     [
-        ({"Sockets": 0}, "Sockets=0: a node layout count is a positive integer"),
-        ({"CoresPerSocket": "two"}, "CoresPerSocket=two: a node layout count is a positive integer"),
-        ({"ThreadsPerCore": True}, "ThreadsPerCore=yes: a node layout count is a positive integer"),
+        ({"Sockets": 0}, "Sockets=0: a node layout count is an integer from 1 to 9999"),
+        ({"CoresPerSocket": "two"}, "CoresPerSocket=two: a node layout count is an integer from 1 to 9999"),
+        ({"ThreadsPerCore": True}, "ThreadsPerCore=yes: a node layout count is an integer from 1 to 9999"),
+        ({"Sockets": 70000}, "Sockets=70000: a node layout count is an integer from 1 to 9999"),  # uint16 in Slurm
+        ({"Sockets": "2 Weight=1"}, "Sockets=2 Weight=1: a node layout count is an integer from 1 to 9999"),
         (
             {"Sockets": 2, "SocketsPerBoard": 2},
             "set Sockets or SocketsPerBoard, not both: Slurm ignores Sockets when SocketsPerBoard is set",
