@@ -6,7 +6,8 @@ EC2 publishes no socket count, so the product's own layout is one socket of all 
 a site with two-socket types (e.g. c6i.32xlarge, hpc7a.96xlarge, p5.48xlarge) gives the layout itself. Slurm does not
 refuse a layout that misses the CPUs it is given: it logs "CPUs=N match no Sockets, Sockets*CoresPerSocket or
 Sockets*CoresPerSocket*ThreadsPerCore. Resetting CPUs." and resets CPUs to the layout's product — every node of the
-pool then offers fewer (or more) CPUs than it has. So a layout must make exactly the pool's CPUs (Sockets x
+pool then offers fewer (or more) CPUs than it has — or, where CPUs equal Sockets x CoresPerSocket, drains every node
+at registration ("Low socket*core*thread count", src/slurmctld/node_mgr.c). So a layout must make exactly the pool's CPUs (Sockets x
 CoresPerSocket x ThreadsPerCore: the product counts threads as CPUs, physical cores on `disable_hyperthreading`
 pools), with Slurm's own defaults and inference: Boards, CoresPerSocket and ThreadsPerCore default to 1; without
 Sockets, Boards x SocketsPerBoard, else CPUs / (CoresPerSocket x ThreadsPerCore) when that divides, else Boards.
@@ -78,5 +79,5 @@ def layout_problems(settings: Mapping[str, SettingValue], cpus: int | None = Non
         yield (
             f"{' '.join(f'{k}={v}' for k, v in given.items())} makes {layout.cpus(cpus)} CPUs (Sockets {sockets} x "
             f"CoresPerSocket {layout.cores_per_socket or 1} x ThreadsPerCore {layout.threads_per_core or 1}), the "
-            f"pool's nodes have {cpus}: Slurm would reset CPUs to {layout.cpus(cpus)}"
+            f"pool's nodes have {cpus}: Slurm would reset their CPUs or drain them"
         )

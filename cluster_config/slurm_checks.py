@@ -21,7 +21,8 @@ problem (wired into `cluster_config.checks.check`).
   keep `contain`.
 - A pool's own node layout (Sockets, CoresPerSocket, ... in `pools[].slurm_settings`, cluster_config/node_layout.py):
   positive integers, not both Sockets and SocketsPerBoard; whether it makes the pool's CPUs needs the instance types'
-  sizes, so `validate --cache` checks that (cluster_config/instance_checks.py) and render refuses it too.
+  sizes, so `validate --cache` checks that (cluster_config/instance_checks.py; render writes the product's layout
+  instead of one that misses them).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
 token is the capability, as the handle's pre-signed URL is), GET returns the signals it received;
 GET /_localcloud/ec2-changes?after=N&wait=S answers `{"generation": G}`, EC2's change count — one more for every EC2
-or Auto Scaling call that is not a Describe/Get/List — as soon as G > N, or after S seconds (at most 30): the instance runner watches
+or Auto Scaling call that is not a Describe/Get/List — as soon as G differs from N, or after S seconds (at most 30): the instance runner watches
 EC2 through it instead of polling DescribeInstances four times a second (localcloud/instances/instance_runner.py).
 """
 
@@ -137,7 +137,7 @@ class FaultMiddleware:
         return [body]
 
     def _changes(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
-        """CHANGES_PATH: the generation once it exceeds `after`, or when `wait` seconds are over."""
+        """CHANGES_PATH: the generation once it differs from `after`, or when `wait` seconds are over."""
         query = dict(parse_qsl(str(environ.get("QUERY_STRING", ""))))
         try:
             after = int(query.get("after", "-1"))
@@ -145,7 +145,8 @@ class FaultMiddleware:
         except ValueError:
             return "400 Bad Request", [("Content-Type", "application/json")], b'{"error": "after, wait: numbers"}'
         with self.ec2_changed:
-            self.ec2_changed.wait_for(lambda: self.ec2_generation > after, timeout=wait)
+            # != rather than >: a caller that saw a generation of an earlier server process is answered at once
+            self.ec2_changed.wait_for(lambda: self.ec2_generation != after, timeout=wait)
             generation = self.ec2_generation
         body = json.dumps({"generation": generation}).encode()
         return "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body

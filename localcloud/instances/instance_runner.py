@@ -37,7 +37,7 @@ from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from localcloud.image.slurm_root import BIN_IN_ROOT, BIND_SOURCE_SO
 from localcloud.instances import enter, fake_sysfs, machines
 from localcloud.instances.boot_data import BootData, write_user_data
-from localcloud.instances.ec2_changes import IDLE_SECONDS, ChangeFeed, Interrupted
+from localcloud.instances.ec2_changes import IDLE_SECONDS, MIN_GAP_SECONDS, RETRY_SECONDS, ChangeFeed, Interrupted
 from localcloud.instances.login_nodes import login_view
 from localcloud.instances.runner_logic import Control, Decisions, Kind, Observed, Tracked, decide
 from localcloud.layout import Layout
@@ -47,6 +47,7 @@ from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 from slurm_plugin.naming import TAG_LOGIN_POOL
 
 LOG = logging.getLogger("instance-runner")
+NAMESPACE_LOOK_SECONDS = 0.1  # between looks while a booting instance's time namespace is not known yet
 # the boot's variables the systemctl stand-in passes on to the units it starts (ES_LOCAL_MACHINE_ENV): what stands in
 # for the machine (its address, id) and for its IMDS (the instance profile's keys, the endpoint)
 MACHINE_ENV = (
@@ -148,17 +149,23 @@ class Runner:
 
     def next_wake(self, now: float) -> float:
         """Seconds the next wait for an EC2 change may last: IDLE_SECONDS, or less when a tracked instance's boot
-        delay ends before that (an EC2 instance boots when its boot time is over, not at the runner's next look)."""
+        delay ends before that (an EC2 instance boots when its boot time is over, not at the runner's next look), or
+        while a booting instance's time namespace is not known yet (learnt while its first process runs: the user data
+        ends within seconds, and stopping the instance needs the namespace)."""
         due = [t.boot_at - now for t in self.tracked.values() if not (t.booted or t.fail or t.stopped)]
-        return max(0.02, min([IDLE_SECONDS, *due]))
+        learning = [
+            NAMESPACE_LOOK_SECONDS for i, p in self.procs.items() if i not in self.namespaces and p.poll() is None
+        ]
+        return max(0.02, min([IDLE_SECONDS, *due, *learning]))
 
-    def loop_once(self) -> None:
+    def loop_once(self) -> bool:
+        """One look at EC2 and what follows from it; False when EC2 did not answer."""
         observed = observe(self.clients, self.cluster)
         for proc in self.procs.values():
             proc.poll()  # reap finished bootstraps
         self._learn_namespaces()
         if observed is None:
-            return
+            return False
         now = time.time()
         draws = {o.instance_id: random.random() for o in observed if o.instance_id not in self.tracked}
         decisions: Decisions = decide(
@@ -182,6 +189,7 @@ class Runner:
             elif action.kind is Kind.STOP:
                 self._stop(action.instance_id)
         self._write_status(observed)
+        return True
 
     def _boot(self, item: Tracked) -> None:
         """Run the user data of the instance's launch template (stacks/user_data.py) on the instance's view of the
@@ -401,9 +409,15 @@ def main(argv: list[str] | None = None) -> int:
         if not runner.running:
             break
         try:
-            runner.loop_once()
+            looked = runner.loop_once()
         except Exception:
             LOG.exception("runner loop failed; continuing")
+            looked = False
+        if not looked:  # the change that woke us is not seen yet: look again soon, whatever the feed says
+            generation = -1
+            time.sleep(RETRY_SECONDS)
+        else:
+            time.sleep(min(MIN_GAP_SECONDS, runner.next_wake(time.time())))
     runner.stop_all()
     LOG.info("stopped")
     return 0

@@ -24,7 +24,6 @@ from cluster_config.node_layout import layout_problems
 from cluster_config.slurm_settings import NODE_TOPOLOGY_KEYS, SettingValue, merge_line_settings
 from slurm_plugin.hostlists import compress
 from slurm_plugin.instance_cache import InstanceCache, InstanceTypeInfo
-from slurm_plugin.render.manifest import RenderError
 
 # Estimates used when the cache has no price (offline, or the Price List API was unreachable).
 FALLBACK_USD_PER_VCPU_HOUR = 0.05
@@ -66,6 +65,7 @@ class PoolNodes:
     weight_source: str
     settings: dict[str, SettingValue] = field(default_factory=dict)  # the pool's slurm_settings
     gres_settings: dict[str, SettingValue] = field(default_factory=dict)  # the pool's gres_settings (gres.conf)
+    notes: tuple[str, ...] = ()  # why the rendered line differs from the pool's settings (comments above it)
 
     @property
     def nodeset(self) -> str:
@@ -148,13 +148,20 @@ def market_feature(option: PurchaseOption) -> str:
 
 
 def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: InstanceCache) -> PoolNodes:
-    """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type; RenderError when
-    the pool's own node layout does not make its CPUs, cluster_config/node_layout.py)."""
+    """A pool's nodes, sized and weighted from the cache (CacheError when the cache lacks a type). A pool's own node
+    layout that does not make its CPUs (cluster_config/node_layout.py; `validate --cache` refuses it) is replaced by
+    the product's, with a comment saying why: Slurm would give every node the layout's CPU count or drain it, and a
+    controller's boot must not fail on a config that was deployed before the check existed."""
     regions = pool_regions(cluster, pool)
     infos = [cache.find(t, regions) for t in pool.instance_types]
     size = pool_size(infos, pool.instance_types, pool.disable_hyperthreading)
-    for problem in layout_problems(pool.slurm_settings, size.cpus):
-        raise RenderError(f"partitions '{partition.name}' pool '{pool.name}' slurm_settings: {problem}")
+    settings = dict(pool.slurm_settings)
+    notes = [
+        f"slurm_settings {problem}: the product's layout is written instead"
+        for problem in layout_problems(settings, size.cpus)
+    ]
+    if notes:
+        settings = {k: v for k, v in settings.items() if k.lower() not in {t.lower() for t in NODE_TOPOLOGY_KEYS}}
     cost, source = pool_cost(pool, infos, pool_azs(cluster, pool))
     weight, source = (pool.weight, "set in config") if pool.weight is not None else (weight_of(cost), source)
     # A family is a feature only when every type of the pool has it: a constraint must hold on whatever launches.
@@ -170,8 +177,9 @@ def render_pool(cluster: Cluster, partition: Partition, pool: Pool, cache: Insta
         features=list(dict.fromkeys(features)),
         weight=weight,
         weight_source=source,
-        settings=dict(pool.slurm_settings),
+        settings=settings,
         gres_settings=dict(pool.gres_settings),
+        notes=tuple(notes),
     )
 
 
@@ -199,6 +207,7 @@ def node_lines(nodes: PoolNodes, types: list[str], ports: dict[str, int] | None)
     yield f"# pool {nodes.partition}-{nodes.pool}: {', '.join(types)}; weight from {nodes.weight_source}"
     if len(types) > 1:
         yield "# several instance types: the node size is the SMALLEST of them, so a job fits whatever launches"
+    yield from (f"# {note}" for note in nodes.notes)
     attributes = node_attributes(nodes)
     if ports is None:
         yield f"NodeName={nodes.hostlist} {attributes}"

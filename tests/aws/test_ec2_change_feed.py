@@ -48,6 +48,10 @@ def test_a_wait_with_no_change_lasts_its_time_and_a_dead_feed_answers_none(aws: 
     began = time.monotonic()
     assert feed.wait(now, 0.6) == now
     assert time.monotonic() - began >= 0.5
+    # a generation the server never had (the caller saw an earlier server process) is answered at once
+    began = time.monotonic()
+    assert feed.wait(now + 1000, 20) == now
+    assert time.monotonic() - began < 10
     assert ChangeFeed("http://127.0.0.1:9").wait(0, 0.1) is None  # nothing listens: the caller just looks again
 
 
@@ -63,7 +67,13 @@ def test_sigterm_ends_a_pending_wait_at_once(aws: EmulatedAws) -> None:
             feed.wait(now, 20)
         assert time.monotonic() - began < 10  # the wait was for 20 s
         assert not feed.waiting
-        feed.interrupt()  # outside a wait: nothing happens
+        # a SIGTERM that comes between two waits: the next one does not begin
+        late = ChangeFeed(aws.url)
+        late.interrupt()  # outside a wait: raises nothing
+        began = time.monotonic()
+        with pytest.raises(Interrupted):
+            late.wait(now, 20)
+        assert time.monotonic() - began < 10
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

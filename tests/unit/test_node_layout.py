@@ -1,6 +1,7 @@
 """A pool's own node layout (issue 31: two-socket types): a layout Slurm would misread is refused by `validate` (its
-CPUs checked with `--cache`) and by render, which the controller's boot and every config apply run; a layout that
-makes the pool's CPUs is rendered as written.
+CPUs checked with `--cache`); render, which the controller's boot and every config apply run, writes the product's
+layout in place of one that misses the CPUs (with the reason as a comment); a layout that makes them is rendered as
+written.
 
 Slurm 26.05.3's reading (src/common/read_config.c) resets CPUs to Sockets x CoresPerSocket x ThreadsPerCore when the
 line's CPUs match none of its products: without these checks, `Sockets: 2` alone on a 96-vCPU type gives nodes of 2
@@ -19,7 +20,7 @@ from cluster_config import parse
 from cluster_config.node_layout import layout_problems
 from elastic_slurm import exit_codes
 from slurm_plugin.render.cluster import render_cluster
-from slurm_plugin.render.manifest import RenderError, placeholder_infra
+from slurm_plugin.render.manifest import placeholder_infra
 from tests.unit.cache_fixture import fixture_cache
 from tests.unit.test_config_invalid import base
 from tests.unit.test_validate_cli import P0, pool, validate, write, write_cache
@@ -48,19 +49,19 @@ def test_a_layout_that_makes_the_pools_cpus_passes(settings: dict[str, Any], cpu
             {"Sockets": 2},
             96,
             "Sockets=2 makes 2 CPUs (Sockets 2 x CoresPerSocket 1 x ThreadsPerCore 1), the pool's nodes have 96: "
-            "Slurm would reset CPUs to 2",
+            "Slurm would reset their CPUs or drain them",
         ),
         (
             {"Sockets": 2, "CoresPerSocket": 24},  # threads not given: Slurm counts 48, the type has 96 threads
             96,
             "Sockets=2 CoresPerSocket=24 makes 48 CPUs (Sockets 2 x CoresPerSocket 24 x ThreadsPerCore 1), the "
-            "pool's nodes have 96: Slurm would reset CPUs to 48",
+            "pool's nodes have 96: Slurm would reset their CPUs or drain them",
         ),
         (
             {"CoresPerSocket": 5, "ThreadsPerCore": 2},  # 96 / 10 does not divide: one socket (Boards)
             96,
             "CoresPerSocket=5 ThreadsPerCore=2 makes 10 CPUs (Sockets 1 x CoresPerSocket 5 x ThreadsPerCore 2), the "
-            "pool's nodes have 96: Slurm would reset CPUs to 10",
+            "pool's nodes have 96: Slurm would reset their CPUs or drain them",
         ),
     ],
 )
@@ -120,7 +121,7 @@ def test_validate_with_a_cache_checks_the_layout_against_the_pools_cpus(
     assert code == exit_codes.INVALID_CONFIG
     assert err.splitlines() == [
         f"{path}: {P0}.slurm_settings: Sockets=2 ThreadsPerCore=2 makes 4 CPUs (Sockets 2 x CoresPerSocket 1 x "
-        f"ThreadsPerCore 2), the pool's nodes have 2: Slurm would reset CPUs to 4 (the instance cache {cache})"
+        f"ThreadsPerCore 2), the pool's nodes have 2: Slurm would reset their CPUs or drain them (the instance cache {cache})"
     ]
     pool(data)["slurm_settings"] = {"Sockets": 1, "CoresPerSocket": 1, "ThreadsPerCore": 2}
     assert validate(capsys, str(write(tmp_path, data, "right.yaml")), "--cache", str(cache))[0] == exit_codes.OK
@@ -141,24 +142,31 @@ CLUSTER: dict[str, Any] = {
 }
 
 
-def rendered_node_line(pool_settings: dict[str, Any]) -> str:
-    """The pool's NodeName line as the controller's boot renders it (c7i.2xlarge: 8 vCPUs = 4 cores x 2 threads)."""
+def rendered_pool(pool_settings: dict[str, Any]) -> list[str]:
+    """The pool's comment and NodeName lines as the controller's boot renders them (c7i.2xlarge: 8 vCPUs = 4 cores x
+    2 threads)."""
     cluster = copy.deepcopy(CLUSTER)
     cluster["partitions"][0]["pools"] = [
         {"name": "c7i", "instance_types": ["c7i.2xlarge"], "max_nodes": 2, "slurm_settings": pool_settings}
     ]
     config = parse({"clusters": [cluster], "accounting": {"mode": "none"}}, "layout.yaml")
     out = render_cluster(config, "small", placeholder_infra(config.cluster("small")), fixture_cache())
-    (line,) = [x for x in out.slurm_conf.splitlines() if x.startswith("NodeName=")]
-    return line
+    lines = out.slurm_conf.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("# pool cpu-c7i:")))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("NodeName="))
+    return lines[start : end + 1]
 
 
-def test_render_writes_a_layout_that_makes_the_cpus_and_refuses_one_that_does_not() -> None:
-    line = rendered_node_line({"Sockets": 2, "CoresPerSocket": 2, "ThreadsPerCore": 2})
-    assert " CPUs=8 RealMemory=" in line and line.endswith(" Sockets=2 CoresPerSocket=2 ThreadsPerCore=2")
-    with pytest.raises(RenderError) as refused:
-        rendered_node_line({"Sockets": 2, "CoresPerSocket": 2})
-    assert str(refused.value) == (
-        "partitions 'cpu' pool 'c7i' slurm_settings: Sockets=2 CoresPerSocket=2 makes 4 CPUs (Sockets 2 x "
-        "CoresPerSocket 2 x ThreadsPerCore 1), the pool's nodes have 8: Slurm would reset CPUs to 4"
+def test_render_writes_a_layout_that_makes_the_cpus_and_replaces_one_that_does_not() -> None:
+    *_, line = rendered_pool({"Sockets": 2, "CoresPerSocket": 2, "ThreadsPerCore": 2, "MemSpecLimit": 512})
+    assert " CPUs=8 RealMemory=" in line
+    assert line.endswith(" Sockets=2 CoresPerSocket=2 ThreadsPerCore=2 MemSpecLimit=512")
+    # a deployed config with a layout that misses the CPUs (validate --cache refuses it; a cluster created before the
+    # check may have one): the controller's boot still renders, with the product's layout and the reason above it
+    *comments, line = rendered_pool({"Sockets": 2, "CoresPerSocket": 2, "MemSpecLimit": 512})
+    assert comments[-1] == (
+        "# slurm_settings Sockets=2 CoresPerSocket=2 makes 4 CPUs (Sockets 2 x CoresPerSocket 2 x ThreadsPerCore 1), "
+        "the pool's nodes have 8: Slurm would reset their CPUs or drain them: the product's layout is written instead"
     )
+    assert " CPUs=8 Sockets=1 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=" in line
+    assert line.endswith(" MemSpecLimit=512") and line.count("Sockets=") == 1
