@@ -6,10 +6,13 @@ Each asserts Slurm's view (sacct) and the emulated EC2's view (instances, no orp
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE, OpsError
+from localcloud.services import procs
 from tests.e2e.conftest import assert_no_orphans, cold_nodes
 
 pytestmark = pytest.mark.e2e
@@ -38,6 +41,11 @@ def test_four_node_job_gets_four_instances_at_once(cloud: LocalCloud) -> None:
     assert "nodes=4" in (cloud.layout.jobs / f"{job}.out").read_text()
     launched = [i for i in cloud.instances() if i.instance_id not in before]
     assert len(launched) == 4
+    # the instance runner learnt each machine's boot clock (time namespace) while its user data ran: stopping the
+    # instance, and tearing the cloud down, find its processes by it
+    for instance in launched:
+        record = json.loads((cloud.layout.instances_dir / f"{instance.instance_id}.json").read_text())
+        assert record["time_ns"] and record["time_ns"] != procs.HOST_TIME_NS, record
     assert_no_orphans(cloud)
 
 
