@@ -13,7 +13,7 @@ and offerings are not judged: only what can be proven is refused (docs/validate.
   `type-not-in-every-az`: the plugin skips those AZs for it).
 - With a cache: a pool's own node layout (`slurm_settings` Sockets, CoresPerSocket, ...) must make the pool's CPUs —
   the smallest type's vCPUs, or its cores on a `disable_hyperthreading` pool — as render gives them
-  (cluster_config/node_layout.py: else Slurm resets the nodes' CPUs to the layout's product).
+  (cluster_config/node_layout.py: else Slurm resets the nodes' CPUs to the layout's product or drains them).
 """
 
 from __future__ import annotations
