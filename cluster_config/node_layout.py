@@ -7,9 +7,9 @@ a site with two-socket types (e.g. c6i.32xlarge, hpc7a.96xlarge, p5.48xlarge) gi
 refuse a layout that misses the CPUs it is given: it logs "CPUs=N match no Sockets, Sockets*CoresPerSocket or
 Sockets*CoresPerSocket*ThreadsPerCore. Resetting CPUs." and resets CPUs to the layout's product — every node of the
 pool then offers fewer (or more) CPUs than it has — or, where CPUs equal Sockets x CoresPerSocket, drains every node
-at registration ("Low socket*core*thread count", src/slurmctld/node_mgr.c). So a layout must make exactly the pool's CPUs (Sockets x
-CoresPerSocket x ThreadsPerCore: the product counts threads as CPUs, physical cores on `disable_hyperthreading`
-pools), with Slurm's own defaults and inference: Boards, CoresPerSocket and ThreadsPerCore default to 1; without
+at registration ("Low socket*core*thread count", src/slurmctld/node_mgr.c). So a layout must make exactly the pool's
+CPUs (Sockets x CoresPerSocket x ThreadsPerCore: the product counts threads as CPUs, physical cores on
+`disable_hyperthreading` pools), with Slurm's own defaults and inference: Boards, CoresPerSocket and ThreadsPerCore default to 1; without
 Sockets, Boards x SocketsPerBoard, else CPUs / (CoresPerSocket x ThreadsPerCore) when that divides, else Boards.
 Sockets together with SocketsPerBoard is refused (Slurm ignores Sockets then), as are values other than integers from
 1 to 9999 (Slurm reads them as 16-bit integers; a space would start another key).

@@ -15,8 +15,8 @@ Control endpoints (JSON): POST /_localcloud/faults, GET /_localcloud/calls, POST
 PUT /_localcloud/wait-condition/<token> stores a signal as a CloudFormation wait condition handle receives it (the
 token is the capability, as the handle's pre-signed URL is), GET returns the signals it received;
 GET /_localcloud/ec2-changes?after=N&wait=S answers `{"generation": G}`, EC2's change count — one more for every EC2
-or Auto Scaling call that is not a Describe/Get/List — as soon as G differs from N, or after S seconds (at most 30): the instance runner watches
-EC2 through it instead of polling DescribeInstances four times a second (localcloud/instances/instance_runner.py).
+or Auto Scaling call that is not a Describe/Get/List — as soon as G differs from N, or after S seconds (at most 30):
+the instance runner watches EC2 through it instead of polling DescribeInstances (localcloud/instances/ec2_changes.py).
 """
 
 from __future__ import annotations

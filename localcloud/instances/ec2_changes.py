@@ -16,7 +16,8 @@ import json
 import time
 import urllib.request
 
-CHANGES_PATH = "/_localcloud/ec2-changes"
+from localcloud.aws.fault_middleware import CHANGES_PATH
+
 IDLE_SECONDS = 5.0  # the longest the runner waits before it lists the instances anyway
 RETRY_SECONDS = 0.25  # after the feed or a look failed (the emulated AWS restarting, a fault): wait, then look again
 MIN_GAP_SECONDS = 0.1  # between two looks

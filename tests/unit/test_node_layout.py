@@ -121,7 +121,8 @@ def test_validate_with_a_cache_checks_the_layout_against_the_pools_cpus(
     assert code == exit_codes.INVALID_CONFIG
     assert err.splitlines() == [
         f"{path}: {P0}.slurm_settings: Sockets=2 ThreadsPerCore=2 makes 4 CPUs (Sockets 2 x CoresPerSocket 1 x "
-        f"ThreadsPerCore 2), the pool's nodes have 2: Slurm would reset their CPUs or drain them (the instance cache {cache})"
+        f"ThreadsPerCore 2), the pool's nodes have 2: Slurm would reset their CPUs or drain them (the instance "
+        f"cache {cache})"
     ]
     pool(data)["slurm_settings"] = {"Sockets": 1, "CoresPerSocket": 1, "ThreadsPerCore": 2}
     assert validate(capsys, str(write(tmp_path, data, "right.yaml")), "--cache", str(cache))[0] == exit_codes.OK
