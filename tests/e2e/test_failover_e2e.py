@@ -51,6 +51,15 @@ def _address(host: str) -> str:
     return host.removeprefix("ip-").replace("-", ".")
 
 
+def _saved_at(state_file: Path) -> float:
+    """When slurmctld last saved `state_file`, 0 while it has none. A save renames the file to `.old` before it renames
+    `.new` into place (save_buf_to_state, state_save.c), so for a moment there is no file: that reads as not saved."""
+    try:
+        return state_file.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
 def _manager_once(cloud: LocalCloud, index: int, orphan_grace: int = 300) -> CompletedProcess[str]:
     """One cluster-manager cycle on controller `index`, as its unit runs it (user slurm, the controller role)."""
     cmd = ["/opt/elastic-slurm/bin/slurm-clustermgr", "--once", "--manifest", str(cloud.layout.manifest),
@@ -139,7 +148,7 @@ print(protection.record_failures(m.state_dir, [(pool, 1)], 1, time.time()))
     # of a new cluster is fatal for the backup ("No Assoc usage file ... to recover"): the primary's boot (controller
     # user data) forced one save, as a running cluster has it
     state_save = fo.layout.shared / "slurm" / "state" / "fo"
-    assert (state_save / "assoc_usage").exists()
+    fo.wait_until(lambda: _saved_at(state_save / "assoc_usage") > 0, 10, "the boot's state save")
     jobs = [fo.sbatch("-N1", "-p", "cpu", wrap="sleep 20") for _ in range(4)]
     spare_job = fo.sbatch("-N1", "-p", "spare", wrap="true")
 
@@ -159,7 +168,7 @@ print(protection.record_failures(m.state_dir, [(pool, 1)], 1, time.time()))
     after = time.time() + 2
     time.sleep(2)
     fo.slurm("scontrol", "update", f"PartitionName={sorted(partitions)[0]}", "State=DOWN")
-    fo.wait_until(lambda: (state_save / "part_state").stat().st_mtime >= after, 30, "partition state saved")
+    fo.wait_until(lambda: _saved_at(state_save / "part_state") >= after, 30, "partition state saved")
 
     # ---- the primary crashes in the middle of the scale-out: instances launched, not every node up yet
     killed = fo.crash_controller(0)
