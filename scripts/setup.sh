@@ -64,7 +64,8 @@ if [ ! -x node_modules/.bin/cdk ] || [ "$(cat .stamps/npm 2>/dev/null)" != "$npm
   echo "$npm_hash" > .stamps/npm
 fi
 # The Slurm roots (built once; reused while their inputs are unchanged). Root only: the local cloud needs root.
-if [ "$(id -u)" = 0 ]; then
+# ELASTIC_SLURM_ROOTS=later: not here — scripts/test.sh builds them while the tests that need none run.
+if [ "$(id -u)" = 0 ] && [ "${ELASTIC_SLURM_ROOTS:-}" != later ]; then
   for release in ${ELASTIC_SLURM_RELEASES:-26.05 24.11}; do
     .venv/bin/python -m localcloud.image.slurm_root build --slurm "$release" >/dev/null || exit 1
   done

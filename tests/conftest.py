@@ -40,7 +40,24 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 
 
 # fixtures shared by the tests that run Slurm from the local cloud's root
-from tests.slurm_in_root import munge_socket  # noqa: E402, F401
+from tests.slurm_in_root import ROOTS_BUILDING, munge_socket, needs_root, wait_for_root  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """While scripts/test.sh builds the Slurm roots in the background, the tests that need none go first (a stable
+    sort: each worker collects the same order, as xdist requires), so the build overlaps them."""
+    if os.environ.get(ROOTS_BUILDING):
+        items.sort(key=lambda item: needs_root(item) is not None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that runs programs of a Slurm root starts once that root is built (before its fixtures: a module's
+    local cloud boots from it)."""
+    major = needs_root(item)
+    if major is not None:
+        wait_for_root(major)
+
 
 # the synthesized assemblies, once per session (per xdist worker) for tests/cdk, tests/contracts and tests/security
 from tests.synth import all_templates, assemblies  # noqa: E402, F401

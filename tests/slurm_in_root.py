@@ -20,13 +20,40 @@ import pytest
 from localcloud.image import slurm_root
 from localcloud.instances import enter
 
+ROOTS_BUILDING = "ELASTIC_SLURM_ROOTS_BUILDING"  # set by scripts/test.sh while it builds the roots in the background
+
 
 def available() -> bool:
-    """True when tests can run Slurm from the root: root user and the default release's root built."""
-    return os.geteuid() == 0 and slurm_root.is_built()
+    """True when tests can run Slurm from a root: the root user. The root itself is waited for, or built, before
+    each such test starts (`needs_root`, tests/conftest.py)."""
+    return os.geteuid() == 0
 
 
-SKIP_REASON = f"needs root and the Slurm {slurm_root.DEFAULT_SLURM} root (scripts/setup.sh builds it)"
+SKIP_REASON = "needs root (mount namespaces, chroot into the Slurm root)"
+
+
+def needs_root(item: pytest.Item) -> str | None:
+    """The Slurm release whose root `item` runs programs of: the e2e tests' (tests/e2e, or marked e2e) and those
+    marked `slurm_root` (`pytest.mark.slurm_root("24.11")` names another release); None for the others."""
+    marker = item.get_closest_marker("slurm_root")
+    if marker is not None:
+        return str(marker.args[0]) if marker.args else slurm_root.DEFAULT_SLURM
+    if item.get_closest_marker("e2e") is not None or "e2e" in item.path.parts:
+        return slurm_root.DEFAULT_SLURM
+    return None
+
+
+def wait_for_root(major: str) -> None:
+    """Return once the root of `major` is built: at once when cached, after the build in progress (scripts/test.sh
+    builds the roots while the tests that need none run), or after building it here. A failed build fails the
+    test with its one line and is not retried (`make setup` retries). Nothing to wait for without root: those
+    tests skip."""
+    if not available():
+        return
+    try:
+        slurm_root.build(major, retry_failed=False)
+    except slurm_root.RootError as exc:
+        pytest.fail(f"the Slurm {major} root: {exc}", pytrace=False)
 
 
 def in_root(argv: list[str], *dirs: Path | str) -> list[str]:

@@ -32,9 +32,11 @@ cd "$work/src"
 # --enable-cgroupv2 makes configure fail without the dbus headers the cgroup/v2 plugin needs (instead of silently
 # building no plugin); --with-systemdsystemunitdir puts the units where systemd looks. --with-pmix finds the OS's PMIx
 # through pkg-config (Debian's lives in /usr/lib/<multiarch>/pmix2) and makes configure fail when there is none,
-# instead of silently building no mpi/pmix plugin (`srun --mpi=pmix`).
+# instead of silently building no mpi/pmix plugin (`srun --mpi=pmix`). --disable-static: nothing on a node links Slurm
+# statically, and libtool would compile every source a second time for the .a archives (326 MB of the 389 MB in
+# /usr/lib/slurm; measured on 2 cores: make 247 s -> 158 s, 415 -> 274 CPU-seconds).
 if [ "$pmix" = package ]; then pmix_flag=--with-pmix; else pmix_flag=--without-pmix; fi
-./configure --prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var --runstatedir=/run \
+./configure --prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var --runstatedir=/run --disable-static \
   --with-munge --enable-pam --enable-cgroupv2 "$pmix_flag" --with-systemdsystemunitdir=/usr/lib/systemd/system \
   > "$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 1; }
 make -j "$(nproc)" > "$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }

@@ -267,7 +267,7 @@ def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _publish(tmp, final)
+    publish(tmp, final)
 
 
 def build_image_layer(slurm_layer: Path, tmp: Path, log: Path, prepare: Callable[[Path], None]) -> None:
@@ -305,8 +305,9 @@ def link_mounted_source(root: Path, src_in_root: str) -> None:
             installed.symlink_to(f"{src_in_root}/{package}")
 
 
-def _publish(tmp: Path, final: Path) -> None:
-    if final.exists():  # another builder won the race
+def publish(tmp: Path, final: Path) -> None:
+    """Rename the finished `tmp` to `final` (atomic), unless another builder sharing the cache directory won the race."""
+    if final.exists():
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         tmp.rename(final)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_config import slurm_release
-from localcloud.image import image_root
+from localcloud.image import image_root, one_builder
 from localcloud.layout import REPO_ROOT
 
 DEFAULT_SLURM = ".".join(slurm_release.VERSION.split(".")[:2])
@@ -296,12 +296,30 @@ def _build_image(tmp: Path, log: Path) -> None:
     _finish(tmp)
 
 
-def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
-    """The root of `major`, built when missing; RootError (one line naming the failed step and its log) otherwise."""
+def build(major: str = DEFAULT_SLURM, log: Path | None = None, retry_failed: bool = True) -> Path:
+    """The root of `major`: reused when built, waited for while another process builds it, built otherwise;
+    RootError (one line naming the failed step and its log) when it cannot be. A failed build is recorded
+    (localcloud.image.one_builder); `retry_failed=False` raises that record instead of building again."""
     rel = release(major)
     final = root_path(major)
     if is_built(major):
         return final
+    with one_builder.one_builder(final):
+        if is_built(major):  # built by the process this one waited for
+            return final
+        failed = one_builder.recorded_failure(final)
+        if failed and not retry_failed:
+            raise RootError(failed)
+        one_builder.failure_record(final).unlink(missing_ok=True)
+        try:
+            _build(rel, final, log)
+        except Exception as exc:
+            one_builder.failure_record(final).write_text(f"{exc}\n")
+            raise
+    return final
+
+
+def _build(rel: Release, final: Path, log: Path | None) -> None:
     if shutil.which("mmdebstrap") is None:
         raise RootError("mmdebstrap is not installed (scripts/setup.sh installs it)")
     ROOT_CACHE.mkdir(parents=True, exist_ok=True)
@@ -325,11 +343,7 @@ def build(major: str = DEFAULT_SLURM, log: Path | None = None) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if final.exists():  # another builder won the race
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.rename(final)
-    return final
+    image_root.publish(tmp, final)
 
 
 def slurm_version(root: Path) -> str:

@@ -1,7 +1,8 @@
 """One local cloud (real Slurm daemons + emulated AWS) shared by every e2e test of the session, always torn down.
 
-The tests need root (mount namespaces, chroot), the Slurm root file system of the default release (built by
-scripts/setup.sh), MariaDB and util-linux's `unshare`; without them they are skipped with the reason.
+The tests need root (mount namespaces, chroot), the Slurm root file system of the default release (built, or waited
+for while scripts/test.sh builds it, before each test: tests/conftest.py), MariaDB and util-linux's `unshare`; without
+them they are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.image import slurm_root
 from localcloud.ops import LIVE
 
 CONFIG = Path(__file__).resolve().parents[2] / "cluster_config" / "examples" / "local-demo.yaml"
@@ -29,8 +29,6 @@ def missing_prereqs() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     absent = [p for p in NEEDED if shutil.which(p, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    if not slurm_root.is_built():
-        absent.append(f"the Slurm {slurm_root.DEFAULT_SLURM} root (scripts/setup.sh builds it)")
     return f"missing: {', '.join(absent)}" if absent else None
 
 

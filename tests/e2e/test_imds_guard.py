@@ -87,8 +87,8 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture(scope="module")
 def root() -> Path:
-    if os.geteuid() != 0 or not slurm_root.is_built():
-        pytest.skip("needs root and the image root (scripts/setup.sh builds it)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root (chroot into the image root)")
     absent = [t for t in HOST_TOOLS if shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
     if absent:
         pytest.skip(f"missing: {', '.join(absent)}")

@@ -24,8 +24,8 @@ from localcloud.image import slurm_root
 from localcloud.ops import LIVE
 from tests.e2e.conftest import CONFIG, missing_prereqs
 
-pytestmark = pytest.mark.e2e
 RELEASE = slurm_root.OLDER_SLURM
+pytestmark = [pytest.mark.e2e, pytest.mark.slurm_root(RELEASE)]
 VERSION = f"{RELEASE}.5"
 SOURCE = {
     "url": f"https://deb.debian.org/debian/pool/main/s/slurm-wlm/slurm-wlm_{VERSION}.orig.tar.gz",
@@ -38,8 +38,6 @@ def cloud_older() -> Iterator[LocalCloud]:
     reason = missing_prereqs()
     if reason:
         pytest.skip(f"Slurm {RELEASE} compatibility run: {reason}")
-    if not slurm_root.is_built(RELEASE):
-        pytest.skip(f"Slurm {RELEASE} compatibility run: its root is not built (scripts/setup.sh builds it)")
     state = Path(tempfile.mkdtemp(prefix="elastic-slurm-2411-", dir="/var/tmp"))
     data = yaml.safe_load(CONFIG.read_text())
     data["clusters"][0]["images"] = {"slurm_version": VERSION, "slurm_source": SOURCE}

@@ -16,7 +16,7 @@ import pytest
 
 from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env
 
-pytestmark = pytest.mark.skipif(not available(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.slurm_root, pytest.mark.skipif(not available(), reason=SKIP_REASON)]
 REPO = Path(__file__).resolve().parents[2]
 HELPER = REPO / "assets" / "bootstrap" / "fresh-boot-exec"
 SHOW = "cat /proc/self/timens_offsets; hostname; grep SigBlk /proc/self/status"

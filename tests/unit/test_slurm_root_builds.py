@@ -1,0 +1,176 @@
+"""One build of a Slurm root at a time (localcloud.image.one_builder): a second caller waits for the first and reuses
+its root; a failed build is recorded and raised to the tests instead of being built again; while scripts/test.sh builds
+the roots, the tests that need none are collected first (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from localcloud.image import one_builder, slurm_root
+from tests import conftest
+from tests.slurm_in_root import ROOTS_BUILDING, needs_root
+
+RELEASE = slurm_root.OLDER_SLURM  # a packaged root: its path is quick to compute
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(slurm_root, "ROOT_CACHE", tmp_path)
+    return tmp_path
+
+
+def _complete(final: Path) -> None:
+    (final / "etc").mkdir(parents=True)
+    (final / "etc" / "elastic-slurm-root.json").write_text('{"slurm": "slurm 24.11.5"}\n')
+
+
+def test_a_second_caller_waits_for_the_build_in_progress_and_reuses_its_root(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    builds: list[str] = []
+
+    def slow_build(rel: slurm_root.Release, final: Path, log: Path | None) -> None:
+        builds.append(threading.current_thread().name)
+        started.set()
+        assert release.wait(10)
+        _complete(final)
+
+    monkeypatch.setattr(slurm_root, "_build", slow_build)
+    first = threading.Thread(target=slurm_root.build, args=(RELEASE,), name="first")
+    first.start()
+    assert started.wait(10)
+    results: list[Path] = []
+    second = threading.Thread(target=lambda: results.append(slurm_root.build(RELEASE, retry_failed=False)))
+    second.start()
+    time.sleep(0.3)
+    assert second.is_alive() and not results  # waiting on the lock, not building a second root
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert builds == ["first"]
+    assert results == [slurm_root.root_path(RELEASE)] and slurm_root.is_built(RELEASE)
+
+
+def test_a_failed_build_is_recorded_raised_to_the_tests_and_retried_by_setup(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def failing_build(rel: slurm_root.Release, final: Path, log: Path | None) -> None:
+        calls.append("fail")
+        raise slurm_root.RootError("build-slurm.sh failed (exit 2); see /var/cache/x.log")
+
+    monkeypatch.setattr(slurm_root, "_build", failing_build)
+    with pytest.raises(slurm_root.RootError):
+        slurm_root.build(RELEASE)
+    final = slurm_root.root_path(RELEASE)
+    assert one_builder.recorded_failure(final) == "build-slurm.sh failed (exit 2); see /var/cache/x.log"
+    # a test does not build again: it gets the recorded line at once
+    with pytest.raises(slurm_root.RootError, match=r"build-slurm.sh failed \(exit 2\)"):
+        slurm_root.build(RELEASE, retry_failed=False)
+    assert calls == ["fail"]
+    # setup (the default) retries; a success clears the record
+    monkeypatch.setattr(slurm_root, "_build", lambda rel, final, log: _complete(final))
+    assert slurm_root.build(RELEASE) == final
+    assert one_builder.recorded_failure(final) is None
+
+
+def test_the_lock_is_released_when_its_holder_dies(tmp_path: Path) -> None:
+    """flock: a builder killed mid-build never leaves the others waiting (the kernel drops its lock)."""
+    import subprocess
+    import sys
+
+    final = tmp_path / "image-x"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from localcloud.image import one_builder\n"
+         "with one_builder.one_builder(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(final)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        got: list[bool] = []
+        waiter = threading.Thread(target=lambda: got.append(_take(final)))
+        waiter.start()
+        time.sleep(0.3)
+        assert not got  # held by the other process
+        holder.kill()
+        waiter.join(10)
+        assert got == [True]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _take(final: Path) -> bool:
+    with one_builder.one_builder(final):
+        return True
+
+
+@dataclass
+class FakeItem:
+    """What needs_root reads of a pytest item."""
+
+    path: Path
+    markers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return getattr(pytest.mark, name)(*self.markers[name]).mark if name in self.markers else None
+
+
+TESTS = Path(conftest.__file__).parent
+ITEMS = [
+    FakeItem(TESTS / "e2e" / "test_a.py"),
+    FakeItem(TESTS / "unit" / "test_b.py"),
+    FakeItem(TESTS / "security" / "test_c.py", {"e2e": ()}),
+    FakeItem(TESTS / "unit" / "test_d.py", {"slurm_root": ("24.11",)}),
+    FakeItem(TESTS / "cdk" / "test_e.py"),
+]
+
+
+def test_the_tests_that_need_a_root_are_known_with_their_release() -> None:
+    default = slurm_root.DEFAULT_SLURM
+    assert [needs_root(i) for i in ITEMS] == [default, None, default, "24.11", None]  # type: ignore[arg-type]
+
+
+def test_while_the_roots_build_the_tests_that_need_none_go_first_in_a_stable_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    items = list(ITEMS)
+    monkeypatch.delenv(ROOTS_BUILDING, raising=False)
+    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    assert items == ITEMS  # cached roots: the usual order (long e2e files start early)
+    monkeypatch.setenv(ROOTS_BUILDING, "1")
+    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    assert items == [ITEMS[1], ITEMS[4], ITEMS[0], ITEMS[2], ITEMS[3]]
+
+
+ROOT_USERS = ("module_cloud(", "in_root(", "root_path()")  # boots a local cloud / runs a program in a root / reads it
+ROOT_MARKS = ("pytest.mark.e2e", "pytest.mark." + "slurm_root")
+
+
+def _unmarked(paths: list[Path]) -> list[str]:
+    """The modules among `paths`, outside tests/e2e, that use a root without a mark saying so."""
+    found = []
+    for path in paths:
+        text = path.read_text()
+        if "e2e" in path.parts or not any(use in text for use in ROOT_USERS):
+            continue
+        if not any(mark in text for mark in ROOT_MARKS):
+            found.append(path.name)
+    return found
+
+
+def test_every_test_module_that_runs_a_root_says_so(tmp_path: Path) -> None:
+    """A module outside tests/e2e that boots a local cloud or runs programs in a root is marked e2e or slurm_root,
+    else it would run before the background build ends (and fail)."""
+    assert _unmarked(sorted(TESTS.rglob("test_*.py"))) == []
+    # the check can fail: an unmarked module running a program in the root is found
+    module = tmp_path / "test_unmarked.py"
+    module.write_text("from tests.slurm_in_root import in_root\n\ndef test_x():\n    in_root(['true'])\n")
+    assert _unmarked([module]) == ["test_unmarked.py"]
