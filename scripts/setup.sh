@@ -2,7 +2,7 @@
 # Installs everything `make demo` / `make test` need on a fresh Debian 12 / Ubuntu 22.04+ machine, idempotently:
 #   apt packages (MariaDB, mmdebstrap, node), the Python venv (.venv), the CDK CLI (node_modules) and the root file
 #   systems the local cloud runs Slurm from: the image root (Debian 13 + Slurm 26.05.3 built from SchedMD's source by
-#   the image component's own scripts, ~10 min on 2 cores the first time; the tarball comes from
+#   the image component's own scripts, ~9 min on 2 cores the first time; the tarball comes from
 #   $ELASTIC_SLURM_SOURCE_MIRROR or ../shared/sources when the machine cannot reach GitHub) and Debian 13's packaged
 #   Slurm 24.11 for the older-release compatibility run (~1 min); cached under /var/cache/elastic-slurm, see
 #   localcloud/image/slurm_root.py. Debian 12's own Slurm (22.05, end of life) is not used.

@@ -1,4 +1,5 @@
-"""Shared fixtures: one emulated AWS server (moto + fault layer) per test session, stopped at the end."""
+"""Shared fixtures and hooks: one emulated AWS server (moto + fault layer) per test session, stopped at the end;
+the tests that run programs of a Slurm root wait for its build (and go last while scripts/test.sh builds it)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,23 +42,42 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 
 
 # fixtures shared by the tests that run Slurm from the local cloud's root
-from tests.slurm_in_root import ROOTS_BUILDING, munge_socket, needs_root, wait_for_root  # noqa: E402, F401
+from tests.slurm_in_root import (  # noqa: E402
+    ROOTS_BUILDING,
+    munge_socket,  # noqa: F401
+    needs_root,
+    root_failure,
+    wait_for_root,
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """While scripts/test.sh builds the Slurm roots in the background, the tests that need none go first (a stable
-    sort: each worker collects the same order, as xdist requires), so the build overlaps them."""
+    """While scripts/test.sh builds the Slurm roots in the background, the tests that need none go first, so the
+    build overlaps them. test.sh turns xdist's own reorder (files with most tests first) off meanwhile, so it is
+    done here within each part; the sort is stable (a file's tests stay together, every worker collects the same
+    order, as xdist requires)."""
     if os.environ.get(ROOTS_BUILDING):
-        items.sort(key=lambda item: needs_root(item) is not None)
+        tests_in = Counter(item.nodeid.split("::")[0] for item in items)
+        items.sort(key=lambda item: (needs_root(item) is not None, -tests_in[item.nodeid.split("::")[0]]))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test that runs programs of a Slurm root starts once that root is built (before its fixtures: a module's
-    local cloud boots from it)."""
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A test that runs programs of a Slurm root starts once that root is built: waited for here, before its fixtures
+    (a module's local cloud boots from it) and outside its timeout (pytest-timeout's timer starts inside this)."""
     major = needs_root(item)
     if major is not None:
         wait_for_root(major)
+    return (yield)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A root whose build failed fails each test that needs it, with the build's one line (after the skip marks:
+    a test skipped here is not failed by it)."""
+    major = needs_root(item)
+    failure = root_failure(major) if major is not None else None
+    if failure is not None:
+        pytest.fail(f"the Slurm {major} root: {failure}", pytrace=False)
 
 
 # the synthesized assemblies, once per session (per xdist worker) for tests/cdk, tests/contracts and tests/security

@@ -32,28 +32,38 @@ def available() -> bool:
 SKIP_REASON = "needs root (mount namespaces, chroot into the Slurm root)"
 
 
+TESTS_DIR = Path(__file__).resolve().parent
+_ROOTS: dict[str, str | None] = {}  # per process: release -> None once built, or the line of its failed build
+
+
 def needs_root(item: pytest.Item) -> str | None:
-    """The Slurm release whose root `item` runs programs of: the e2e tests' (tests/e2e, or marked e2e) and those
+    """The Slurm release whose root `item` runs programs of: the e2e tests' (tests/e2e/, or marked e2e) and those
     marked `slurm_root` (`pytest.mark.slurm_root("24.11")` names another release); None for the others."""
     marker = item.get_closest_marker("slurm_root")
     if marker is not None:
         return str(marker.args[0]) if marker.args else slurm_root.DEFAULT_SLURM
-    if item.get_closest_marker("e2e") is not None or "e2e" in item.path.parts:
+    if item.get_closest_marker("e2e") is not None or Path(item.path).resolve().parent == TESTS_DIR / "e2e":
         return slurm_root.DEFAULT_SLURM
     return None
 
 
 def wait_for_root(major: str) -> None:
-    """Return once the root of `major` is built: at once when cached, after the build in progress (scripts/test.sh
-    builds the roots while the tests that need none run), or after building it here. A failed build fails the
-    test with its one line and is not retried (`make setup` retries). Nothing to wait for without root: those
-    tests skip."""
-    if not available():
+    """Return once the root of `major` is built — at once when cached, after the build in progress (scripts/test.sh
+    builds the roots while the tests that need none run), or after building it here — or once its build failed
+    (`root_failure` then says why; the tests do not build again: `make setup` retries). Without root, nothing to
+    wait for: those tests skip."""
+    if not available() or (major in _ROOTS and _ROOTS[major] is None):
         return
     try:
         slurm_root.build(major, retry_failed=False)
-    except slurm_root.RootError as exc:
-        pytest.fail(f"the Slurm {major} root: {exc}", pytrace=False)
+        _ROOTS[major] = None
+    except Exception as exc:  # a failed build is the tests' failure, never the session's crash
+        _ROOTS[major] = str(exc) or type(exc).__name__
+
+
+def root_failure(major: str) -> str | None:
+    """Why the root of `major` is missing after `wait_for_root`, None when it is built (or was not asked for)."""
+    return _ROOTS.get(major)
 
 
 def in_root(argv: list[str], *dirs: Path | str) -> list[str]:

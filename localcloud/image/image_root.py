@@ -165,8 +165,8 @@ def _machine(root: Path) -> Iterator[None]:
             (root / "proc", ["mount", "-t", "proc", "proc"]),
             (root / "dev", ["mount", "--bind", "/dev"]),
         ):
+            mounted.append(target)  # first: an interrupt between the mount and this must still unmount it
             subprocess.run([*argv, str(target)], check=True, capture_output=True)
-            mounted.append(target)
         yield
     finally:
         for target in reversed(mounted):
@@ -248,11 +248,11 @@ def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:
     """Debian 13 + os-packages.sh + build-munge.sh + build-slurm.sh, into `final` (atomic)."""
     tarball = source_tarball(cache)
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)
     argv = ["mmdebstrap", "--variant=apt", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(tmp)]
     with open(log, "ab") as out:
         if subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             raise ImageBuildError(f"mmdebstrap {SUITE} failed; see {log}")
     try:
         _copy_assets(tmp)
@@ -265,7 +265,7 @@ def build_slurm_layer(final: Path, cache: Path, log: Path) -> None:
             )
         (tmp / "tmp" / tarball.name).unlink()
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
         raise
     publish(tmp, final)
 
@@ -305,9 +305,15 @@ def link_mounted_source(root: Path, src_in_root: str) -> None:
             installed.symlink_to(f"{src_in_root}/{package}")
 
 
+def remove_tree(path: Path) -> None:
+    """Remove a build's root directory without ever crossing into a file system mounted in it (`rm
+    --one-file-system`): if a build is stopped while the host's /dev is bound into the root, /dev stays whole."""
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
+
+
 def publish(tmp: Path, final: Path) -> None:
     """Rename the finished `tmp` to `final` (atomic), unless another builder sharing the cache directory won the race."""
     if final.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
     else:
         tmp.rename(final)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -325,7 +326,7 @@ def _build(rel: Release, final: Path, log: Path | None) -> None:
     ROOT_CACHE.mkdir(parents=True, exist_ok=True)
     log = log or ROOT_CACHE / f"{final.name}.log"
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    image_root.remove_tree(tmp)
     started = time.monotonic()
     try:
         if rel.image:
@@ -341,7 +342,7 @@ def _build(rel: Release, final: Path, log: Path | None) -> None:
         }
         (tmp / "etc" / "elastic-slurm-root.json").write_text(json.dumps(meta) + "\n")
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        image_root.remove_tree(tmp)
         raise
     image_root.publish(tmp, final)
 
@@ -387,6 +388,13 @@ def prune(now: float | None = None) -> list[Path]:
     return removed
 
 
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM (scripts/test.sh stopping a background build): unwind, so the build unmounts and removes its partial
+    root; once — a second signal must not cut that cleanup short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="localcloud.image.slurm_root", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -394,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--slurm", default=DEFAULT_SLURM, help=f"Slurm release ({', '.join(RELEASES)})")
     sub.add_parser("prune", help="remove cached roots the current inputs no longer use (older than an hour)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
     if args.command == "prune":
         gone = prune()
         print(f"slurm root: removed {len(gone)} cached entries no longer used", file=sys.stderr)

@@ -4,6 +4,10 @@ the roots, the tests that need none are collected first (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.image import one_builder, slurm_root
+from localcloud.image import image_root, one_builder, slurm_root
 from tests import conftest
 from tests.slurm_in_root import ROOTS_BUILDING, needs_root
 
@@ -83,9 +87,6 @@ def test_a_failed_build_is_recorded_raised_to_the_tests_and_retried_by_setup(
 
 def test_the_lock_is_released_when_its_holder_dies(tmp_path: Path) -> None:
     """flock: a builder killed mid-build never leaves the others waiting (the kernel drops its lock)."""
-    import subprocess
-    import sys
-
     final = tmp_path / "image-x"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; from localcloud.image import one_builder\n"
@@ -112,12 +113,47 @@ def _take(final: Path) -> bool:
         return True
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
+def test_a_partial_root_is_removed_without_entering_what_is_mounted_in_it(tmp_path: Path) -> None:
+    """An interrupted build may leave the host's /dev bound into its root: removing the root leaves /dev whole."""
+    host_dev = tmp_path / "host-dev"  # a file system of its own, as the host's /dev (devtmpfs) is
+    host_dev.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "host-dev", str(host_dev)], check=True)
+    partial = tmp_path / ".image-x.123.tmp"
+    try:
+        (host_dev / "null").write_text("a device\n")
+        (partial / "dev").mkdir(parents=True)
+        (partial / "etc").mkdir()
+        subprocess.run(["mount", "--bind", str(host_dev), str(partial / "dev")], check=True)
+        image_root.remove_tree(partial)
+        assert (host_dev / "null").read_text() == "a device\n"
+        assert not (partial / "etc").exists()
+    finally:
+        subprocess.run(["umount", "--lazy", str(partial / "dev")], capture_output=True)
+        subprocess.run(["umount", "--lazy", str(host_dev)], capture_output=True)
+
+
+def test_a_stopped_build_unwinds_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM raises SystemExit (the build's cleanup runs) and is ignored after that (nothing cuts the cleanup)."""
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: calls.append((signum, handler)))
+    calls: list[tuple[int, object]] = []
+    with pytest.raises(SystemExit) as stopped:
+        slurm_root._stop(signal.SIGTERM, None)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert calls == [(signal.SIGTERM, signal.SIG_IGN)]
+
+
 @dataclass
 class FakeItem:
     """What needs_root reads of a pytest item."""
 
     path: Path
     markers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    name: str = "test_x"
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.path.relative_to(TESTS.parent).as_posix()}::{self.name}"
 
     def get_closest_marker(self, name: str) -> pytest.Mark | None:
         return getattr(pytest.mark, name)(*self.markers[name]).mark if name in self.markers else None
@@ -130,12 +166,13 @@ ITEMS = [
     FakeItem(TESTS / "security" / "test_c.py", {"e2e": ()}),
     FakeItem(TESTS / "unit" / "test_d.py", {"slurm_root": ("24.11",)}),
     FakeItem(TESTS / "cdk" / "test_e.py"),
+    FakeItem(TESTS / "cdk" / "test_e.py", name="test_y"),
 ]
 
 
 def test_the_tests_that_need_a_root_are_known_with_their_release() -> None:
     default = slurm_root.DEFAULT_SLURM
-    assert [needs_root(i) for i in ITEMS] == [default, None, default, "24.11", None]  # type: ignore[arg-type]
+    assert [needs_root(i) for i in ITEMS] == [default, None, default, "24.11", None, None]  # type: ignore[arg-type]
 
 
 def test_while_the_roots_build_the_tests_that_need_none_go_first_in_a_stable_order(
@@ -147,10 +184,12 @@ def test_while_the_roots_build_the_tests_that_need_none_go_first_in_a_stable_ord
     assert items == ITEMS  # cached roots: the usual order (long e2e files start early)
     monkeypatch.setenv(ROOTS_BUILDING, "1")
     conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
-    assert items == [ITEMS[1], ITEMS[4], ITEMS[0], ITEMS[2], ITEMS[3]]
+    # the files that need no root first, each part by its number of tests (xdist's own reorder), files kept whole
+    assert items == [ITEMS[4], ITEMS[5], ITEMS[1], ITEMS[0], ITEMS[2], ITEMS[3]]
 
 
-ROOT_USERS = ("module_cloud(", "in_root(", "root_path()")  # boots a local cloud / runs a program in a root / reads it
+# boots a local cloud / runs a program in a root / reads it
+ROOT_USERS = ("module_cloud(", "in_root(", "root_env(", "munge_socket", "root_path()")
 ROOT_MARKS = ("pytest.mark.e2e", "pytest.mark." + "slurm_root")
 
 
