@@ -3,15 +3,15 @@
 `make test` builds the Slurm roots in the background while the tests that need none run (scripts/test.sh); a test
 that needs a root meanwhile asks for it like any caller (`slurm_root.build`) and so waits for that build instead of
 starting a second one. The lock is an flock on a file under `<cache>/locks/`: the kernel drops it when its holder
-dies, so a killed build never leaves a waiter stuck. A build that fails writes its one-line error next to the root
-(`<root>.failed`): callers that must not build again (the tests, while 4 workers wait) raise it at once; a build
-asked for by hand or by setup retries.
+dies, so a killed build never leaves a waiter stuck, and the next holder removes what a stopped build left. A build
+that fails writes its one-line error next to the root (`<root>.failed`): callers that must not build again (the
+tests, while 6 workers wait) raise it at once; a build asked for by hand or by setup retries.
 """
 
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,3 +39,10 @@ def recorded_failure(final: Path) -> str | None:
         return failure_record(final).read_text().strip() or f"building {final.name} failed"
     except FileNotFoundError:
         return None
+
+
+def remove_partial_builds(final: Path, remove: Callable[[Path], None]) -> None:
+    """Remove what stopped builds of `final` left (`.<name>.<pid>.tmp`: a build removes its own unless it is killed,
+    or a mount was still in it). Call it holding `final`'s lock: no other builder of `final` is running then."""
+    for partial in final.parent.glob(f".{final.name}.*.tmp"):
+        remove(partial)

@@ -288,8 +288,10 @@ def _build_packaged(rel: Release, tmp: Path, log: Path) -> None:
 def _build_image(tmp: Path, log: Path) -> None:
     layer = slurm_layer_path()
     try:
-        if not (layer / "etc" / "slurm" / "BUILD-INFO").exists():
-            image_root.build_slurm_layer(layer, ROOT_CACHE, log)
+        with one_builder.one_builder(layer):  # image roots of other checkouts may share this layer
+            if not (layer / "etc" / "slurm" / "BUILD-INFO").exists():
+                one_builder.remove_partial_builds(layer, image_root.remove_tree)
+                image_root.build_slurm_layer(layer, ROOT_CACHE, log)
         image_root.build_image_layer(layer, tmp, log, prepare=_machine_parts)
     except image_root.ImageBuildError as exc:
         raise RootError(str(exc)) from None
@@ -312,6 +314,7 @@ def build(major: str = DEFAULT_SLURM, log: Path | None = None, retry_failed: boo
         if failed and not retry_failed:
             raise RootError(failed)
         one_builder.failure_record(final).unlink(missing_ok=True)
+        one_builder.remove_partial_builds(final, image_root.remove_tree)
         try:
             _build(rel, final, log)
         except Exception as exc:

@@ -85,6 +85,17 @@ def test_a_failed_build_is_recorded_raised_to_the_tests_and_retried_by_setup(
     assert one_builder.recorded_failure(final) is None
 
 
+def test_the_next_build_removes_what_a_stopped_build_left(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    final = slurm_root.root_path(RELEASE)
+    left = cache / f".{final.name}.4242.tmp"
+    other = cache / f".{final.name}-other.4242.tmp"  # another root's: not touched
+    for partial in (left, other):
+        (partial / "dev" / "pts").mkdir(parents=True)
+    monkeypatch.setattr(slurm_root, "_build", lambda rel, final, log: _complete(final))
+    assert slurm_root.build(RELEASE) == final
+    assert not left.exists() and other.exists()
+
+
 def test_the_lock_is_released_when_its_holder_dies(tmp_path: Path) -> None:
     """flock: a builder killed mid-build never leaves the others waiting (the kernel drops its lock)."""
     final = tmp_path / "image-x"
