@@ -22,10 +22,11 @@ typecheck: setup
 	.venv/bin/mypy cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud app.py
 
 # setup, lint, typecheck and pytest; on a machine without the Slurm roots, their build overlaps lint, mypy and the tests
-# that need no root (scripts/test.sh). Tests run in 6 workers on 2 cores, one test file per worker at a time
-# (--dist loadfile): the e2e files mostly wait on Slurm's timers (measured on 8b5208e, the e2e files alone: 4 workers
-# 13 min 13 s at 114 % CPU; the sum of their files' times over 4/5/6 workers: 12.2/9.7/8.2 min), and each starts its
-# own local cloud (own state dir, ports claimed across processes: localcloud/port_claims.py).
+# that need no root (scripts/test.sh). Tests run in 4 workers on 2 cores, one test file per worker at a time
+# (--dist loadfile): the e2e files mostly wait on Slurm's timers (the e2e files alone, 4 workers: 13 min 13 s at 114 %
+# CPU), yet 6 workers made the fresh-machine run slower (25.9 min against 23.4-23.8 with 4: each worker boots a
+# session local cloud of its own). Each e2e file starts its own local cloud (own state dir, ports claimed across
+# processes: localcloud/port_claims.py).
 test:
 	@scripts/test.sh
 

@@ -54,5 +54,5 @@ finish() {
 }
 
 ELASTIC_SLURM_ROOTS=later make --no-print-directory lint typecheck || finish 1
-.venv/bin/python -m pytest -q -ra -n 6 --dist loadfile --durations=15 "${pytest_args[@]}" tests
+.venv/bin/python -m pytest -q -ra -n 4 --dist loadfile --durations=15 "${pytest_args[@]}" tests
 finish $?

@@ -5,7 +5,7 @@ that needs a root meanwhile asks for it like any caller (`slurm_root.build`) and
 starting a second one. The lock is an flock on a file under `<cache>/locks/`: the kernel drops it when its holder
 dies, so a killed build never leaves a waiter stuck, and the next holder removes what a stopped build left. A build
 that fails writes its one-line error next to the root (`<root>.failed`): callers that must not build again (the
-tests, while 6 workers wait) raise it at once; a build asked for by hand or by setup retries.
+tests, while 4 workers wait) raise it at once; a build asked for by hand or by setup retries.
 """
 
 from __future__ import annotations
