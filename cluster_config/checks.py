@@ -231,8 +231,8 @@ def _check_storage(cluster: Cluster, path: str) -> Iterator[ConfigError]:
     if all(fs is None for _key, fs in file_systems):
         yield ConfigError(
             f"{path}.storage",
-            "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it holds Slurm's state and tells "
-            "compute nodes where the controllers are",
+            "needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it holds the users' files and tells "
+            "booting compute nodes their node names",
         )
     elif cluster.remote_regions and storage.efs is None:
         yield ConfigError(

@@ -146,7 +146,8 @@ class ExtraMount(StrictModel):
 
 
 class Storage(StrictModel):
-    """Shared storage. At least one shared file system is needed for home directories and Slurm state."""
+    """Shared storage. At least one shared file system is needed for home directories (Slurm's own state is on the
+    controllers' file system, which every cluster gets)."""
 
     efs: EfsStorage | None = Field(default=None, description="Create an EFS file system.")
     fsx_lustre: FsxLustreStorage | None = Field(default=None, description="Create an FSx for Lustre file system.")

@@ -66,7 +66,7 @@ MEANINGS = {
     Policy.REPLACE_LOGIN_NODES: "the login pool's Auto Scaling group replaces its login nodes one at a time: shells and "
     "processes on them end (tell users first); jobs submitted from them keep running.",
     Policy.REPLACE_CONTROLLERS: "CloudFormation replaces or adds controller instances; slurmctld restarts from the "
-    "state on the shared file system, running jobs survive; login nodes are rolled onto the new controllers: plan a "
+    "state on the controllers' own file system, running jobs survive; login nodes are rolled onto the new controllers: plan a "
     "quiet moment.",
     Policy.NOT_ALLOWED: "cannot be changed in place (a network, file system, database or whole stack would be "
     "replaced or left behind): `cluster update` refuses it; create a new cluster instead.",
@@ -125,16 +125,16 @@ RULES: tuple[Rule, ...] = (
     Rule(f"{_C}.remote_regions[].{{region,network}}", _NO, "the region's VPC and peering would be replaced"),
     Rule(f"{_C}.remote_regions[].network.{_NETWORK}", _NO, "create-only properties of the region's VPC and subnets"),
     Rule(f"{_C}.remote_regions[].network.interface_endpoints", _NONE, "VPC endpoints are added or removed in place"),
-    # ---- storage: the controllers' StateSaveLocation is on the first shared file system (render/base.py)
-    Rule(f"{_C}.storage.efs", _NO, "the shared file system holds home directories and the Slurm state"),
-    Rule(f"{_C}.storage.efs.mount_point", _NO, "the Slurm state directory and every node's fstab use it"),
+    # ---- storage (the controllers' StateSaveLocation is on a file system of their own: slurm_plugin/controller_state.py)
+    Rule(f"{_C}.storage.efs", _NO, "the shared file system holds home directories and the node-names directory"),
+    Rule(f"{_C}.storage.efs.mount_point", _NO, "the node-names directory and every node's fstab use it"),
     Rule(
         f"{_C}.storage.efs.{{throughput_mode,lifecycle_days,backup}}",
         _NONE,
         "EFS settings and the backup plan change in place",
     ),
     Rule(_FSX, _NO, "a file system created or deleted (scratch Lustre data is lost) and nodes mount at boot only"),
-    Rule(f"{_FSX}.mount_point", _NO, "every node's fstab (and maybe the Slurm state directory) uses it"),
+    Rule(f"{_FSX}.mount_point", _NO, "every node's fstab (and maybe the node-names directory) uses it"),
     Rule(
         f"{_C}.storage.fsx_lustre.{{deployment_type,s3_import_path}}",
         _NO,

@@ -321,13 +321,14 @@ class LocalCloud(CloudOps):
         hosts = controller_boot.launch_controllers(ec2(cluster.region), cluster, infra)
         create_login_groups(cluster, factory, infra)  # moto's Auto Scaling launches them; the runner boots them
         shared_mount = shared_mount_of(cluster) or "/shared"  # validation requires a shared file system
-        state_dir = self._plugin_state(cluster.name, len(hosts), shared_mount)
+        state_dir = self._plugin_state(cluster.name, len(hosts))
         boot = boot_data.publish(
             factory,
             cluster.name,
             cluster.region,
             layout.shared,
             shared_mount,
+            layout.controller_state,
             munge_secret=shared.info().compute_user_data.get("ES_MUNGE_SECRET") if shared is not None else None,
         )
         boot.values.update(node_names_values(cluster))  # as the cluster stack's compute user data
@@ -429,14 +430,14 @@ class LocalCloud(CloudOps):
         )
         return directory_values(cluster)
 
-    def _plugin_state(self, cluster: str, controllers: int, shared_mount: str) -> str:
+    def _plugin_state(self, cluster: str, controllers: int) -> str:
         """The plugin's state directory as the controllers see it. One controller: state/plugin. Two: where the
-        production render puts it (slurm_plugin/powersave/state.py: on the shared file system), and state/plugin
-        becomes a link to it, so the host's tools find it where they always do."""
+        production render puts it (slurm_plugin/powersave/state.py: on the controllers' own file system), and
+        state/plugin becomes a link to it, so the host's tools find it where they always do."""
         if controllers < 2:
             return str(self.layout.plugin_state)
-        inside = plugin_state_dir(cluster, controllers, shared_mount)
-        on_host = self.layout.shared / Path(inside).relative_to(shared_mount)
+        inside = plugin_state_dir(cluster, controllers)
+        on_host = self.layout.on_controller_state(inside)
         on_host.mkdir(parents=True, exist_ok=True)
         self.layout.plugin_state.rmdir()  # made empty by Layout.create
         self.layout.plugin_state.symlink_to(on_host)

@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
+
 DEFAULT_STATE_DIR = Path("/var/tmp/elastic-slurm-local")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP_DIR = REPO_ROOT / "assets" / "bootstrap"
@@ -95,6 +97,16 @@ class Layout:
         return self.root / "shared"
 
     @property
+    def controller_state(self) -> Path:
+        """Stands in for the controllers' own file system (slurm_plugin/controller_state.py): mounted on the
+        controllers only, at CONTROLLER_STATE_MOUNT."""
+        return self.root / "controller-state"
+
+    def on_controller_state(self, inside: str) -> Path:
+        """The host path of `inside`, a path on the controllers' own file system (e.g. their StateSaveLocation)."""
+        return self.controller_state / Path(inside).relative_to(CONTROLLER_STATE_MOUNT)
+
+    @property
     def hostbin(self) -> Path:
         """Slurm client wrappers for the host (sbatch, squeue, ...): each runs the root's client on the controller."""
         return self.root / "hostbin"
@@ -150,6 +162,7 @@ class Layout:
             self.bin,
             self.instances_dir,
             self.shared,
+            self.controller_state,
             self.hostbin,
             self.munge_dir,
         ):

@@ -102,6 +102,12 @@ def mounts_parameter(cluster: str) -> str:
     return f"/elastic-slurm/{cluster}/mounts"
 
 
+def controller_mounts_parameter(cluster: str) -> str:
+    """SSM parameter (home region) listing what the controllers mount: the shared file systems and the controllers'
+    own (slurm_plugin/controller_state.py)."""
+    return f"/elastic-slurm/{cluster}/mounts-controller"
+
+
 def remote_mounts_parameter(cluster: str) -> str:
     """SSM parameter (home region) listing what compute nodes in remote regions mount: the home EFS by the IP of one of
     its mount targets (over the VPC peering; its DNS name resolves only in the home VPC), no FSx."""

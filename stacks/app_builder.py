@@ -153,6 +153,8 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         security_groups=network.security_groups,
         mounts_parameter=storage.mounts_parameter,
         file_system_arns=storage.file_system_arns,
+        controller_mounts_parameter=storage.controller_mounts_parameter,
+        controller_state_arn=storage.controller_state_arn,
         mount_points=mount_points,
         # only the accounting host's controller runs slurmdbd: another cluster of the file gets neither the database
         # secret nor its endpoint, so its role cannot read the secret (issue 30 #3); its slurm.conf names the host's

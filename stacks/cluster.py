@@ -1,7 +1,7 @@
 """Cluster stack: controllers, compute launch templates and roles, munge key, events/monitoring, deconfigure.
 
-Controllers (1, or 2 in different AZs for SlurmctldHost primary/backup, StateSaveLocation on the shared file
-system) and compute nodes boot the Image Builder AMI resolved from SSM at launch. Compute nodes are launched by the
+Controllers (1, or 2 in different AZs for SlurmctldHost primary/backup, StateSaveLocation on their own file
+system, stacks/storage.py) and compute nodes boot the Image Builder AMI resolved from SSM at launch. Compute nodes are launched by the
 power-save plugin from the per-pool launch templates (IMDSv2 required, instance metadata tags on, encrypted EBS).
 What the plugin needs (subnets, launch template ids, placement groups) is published as the `DeployedInfra` JSON in
 SSM (`naming.deployed_infra_parameter`); the controller bootstrap reads it and runs `elastic-slurm render`.
@@ -87,6 +87,8 @@ class ClusterStack(cdk.Stack):
         security_groups: ClusterSecurityGroups,
         mounts_parameter: ssm.IStringParameter,
         file_system_arns: list[str],
+        controller_mounts_parameter: ssm.IStringParameter,
+        controller_state_arn: str,
         mount_points: list[str],
         database_secret: secretsmanager.ISecret | None = None,
         database_endpoint: str | None = None,
@@ -161,7 +163,9 @@ class ClusterStack(cdk.Stack):
         for partition in cluster.partitions:
             for pool in partition.pools:
                 self._pool(partition, pool)
-        self.controller_role = self._node_role("ControllerRole", file_system_arns)
+        # the controllers alone mount their own file system (Slurm's state: slurm_plugin/controller_state.py)
+        self._controller_mounts = controller_mounts_parameter.parameter_name
+        self.controller_role = self._node_role("ControllerRole", [*file_system_arns, controller_state_arn])
         add_managed_policies(self, self.controller_role, "Controller", cluster.iam_policies.controller)
         self.controller_profile = iam.InstanceProfile(self, "ControllerProfile", role=self.controller_role)
         # the controller may launch only the pools' instance types, from the cluster's images or a pool's ami_id
@@ -326,6 +330,7 @@ class ClusterStack(cdk.Stack):
         subnet = self._subnets[azs[index % len(azs)]]  # the backup controller goes to the second AZ
         flavor = image_flavor(architecture_of(self.cluster.controller.instance_type), False)
         extra = {
+            "ES_MOUNTS_PARAMETER": self._controller_mounts,  # the shared file systems and the controllers' own
             "ES_CONTROLLER_INDEX": str(index),
             "ES_DEPLOYED_INFRA": infra.parameter_name,
             "ES_CONFIG_PARAMETER": self.config_url.parameter_name,

@@ -54,7 +54,7 @@ ACKNOWLEDGED: dict[str, list[tuple[str, str]]] = {
         ),
         (
             "AwsSolutions-EC29",
-            "Controllers are replaceable (state lives on the shared file system) and termination protection "
+            "Controllers are replaceable (state lives on their own EFS) and termination protection "
             "would block `cdk destroy` and the deconfigure order.",
         ),
         (

@@ -171,7 +171,8 @@ def file_system_statements(file_system_arns: list[str], *, root_access: bool) ->
     """What a node needs to mount the cluster's EFS file systems with IAM authorization (mount option `iam`): the
     file system policy (stacks/storage.py) allows no client anything, so these statements are the whole grant —
     `ClientMount` (read) and `ClientWrite`, and `ClientRootAccess` (`root_access`) on every node role: the
-    controller's boot creates and chowns Slurm's state and node-names directories on the share
+    controller's boot creates and chowns the node-names directory on the share (and Slurm's state directories on the
+    controllers' own file system, whose ARN only the controller role's list holds)
     (assets/bootstrap/elastic-slurm-config-apply), and sites' prologs, health checks and custom actions commonly write
     it as root on compute and login nodes; without it EFS maps root to nobody. Squashing root there would protect
     little: NFS trusts the client's uids, so root on a node can act as any user anyway. An Allow in either the

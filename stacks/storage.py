@@ -1,7 +1,9 @@
 """Storage stack: EFS (encrypted, lifecycle, AWS Backup plan), FSx for Lustre, ONTAP and OpenZFS.
 
 Mount information for the bootstrap scripts is published as one SSM parameter (`/elastic-slurm/{cluster}/mounts`,
-JSON list of {type, dns/id, mount_point, options}), so nodes need no CloudFormation access. With remote regions, a
+JSON list of {type, dns/id, mount_point, options}), so nodes need no CloudFormation access. The controllers read
+another (`/elastic-slurm/{cluster}/mounts-controller`): the same list and their own file system, an EFS for Slurm's
+state that no compute or login node can reach or mount (slurm_plugin/controller_state.py). With remote regions, a
 second one (`/elastic-slurm/{cluster}/mounts-remote`) lists what their nodes mount: the EFS by the IP address of its
 first mount target, across the VPC peering (EFS DNS names resolve only inside their own VPC); FSx file systems are not
 mounted in remote regions (docs/deploy.md, "Remote regions").
@@ -35,7 +37,8 @@ from cluster_config.model import (
     FsxOpenZfsStorage,
     NewNetwork,
 )
-from stacks.naming import mounts_parameter, remote_mounts_parameter
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
+from stacks.naming import controller_mounts_parameter, mounts_parameter, remote_mounts_parameter
 from stacks.network import ClusterSecurityGroups
 from stacks.region import RegionStack
 
@@ -139,6 +142,14 @@ class StorageStack(cdk.Stack):
             description="Shared file systems every node mounts (JSON)",
             string_value=self.to_json_string(self.mounts),
         )
+        self.controller_state_arn, state_mount = self._controller_state(security_groups.controller_state)
+        self.controller_mounts_parameter = ssm.StringParameter(
+            self,
+            "ControllerMounts",
+            parameter_name=controller_mounts_parameter(cluster.name),
+            description="What the controllers mount: the shared file systems and their own (JSON)",
+            string_value=self.to_json_string([*self.mounts, state_mount]),
+        )
         if cluster.remote_regions:
             self._grant_remote_regions(scope, cluster.name)
             ssm.StringParameter(
@@ -209,6 +220,35 @@ class StorageStack(cdk.Stack):
         self.remote_mounts.append(
             {"type": "efs", "source": file_system.file_system_id, "mount_point": conf.mount_point, "options": options}
         )
+
+    def _controller_state(self, security_group: ec2.ISecurityGroup) -> tuple[str, dict[str, str]]:
+        """The controllers' own file system (slurm_plugin/controller_state.py: slurmctld's StateSaveLocation and, with
+        two controllers, the plugin's state), and its entry of the controllers' mounts parameter. Elastic
+        throughput: no burst credits for a long busy spell to drain under slurmctld's state saves. Encrypted, with
+        the users' EFS policy (TLS only, nothing allowed by the policy itself); its mount targets admit NFS from the
+        controllers' group only (stacks/network.py) and only the controllers' role may mount it (stacks/cluster.py).
+        Retained like the users' EFS (its mount targets are not): a replacement by mistake never throws away the
+        queue."""
+        file_system = efs.FileSystem(
+            self,
+            "ControllerState",
+            vpc=self._vpc,
+            vpc_subnets=ec2.SubnetSelection(subnets=self._subnets),
+            security_group=security_group,
+            encrypted=True,
+            throughput_mode=efs.ThroughputMode.ELASTIC,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        efs_resource = file_system.node.default_child
+        assert isinstance(efs_resource, efs.CfnFileSystem)
+        efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
+        mount = {
+            "type": "efs",
+            "source": file_system.file_system_id,
+            "mount_point": CONTROLLER_STATE_MOUNT,
+            "options": EFS_MOUNT_OPTIONS,
+        }
+        return file_system.file_system_arn, mount
 
     def _lustre(self, conf: FsxLustreStorage) -> None:
         persistent = conf.deployment_type == "PERSISTENT_2"

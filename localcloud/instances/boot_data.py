@@ -1,7 +1,8 @@
 """What every instance's user data reads on EC2, published by `local up` in the emulated AWS.
 
 The stacks give every launch template the user data of `stacks.user_data.boot_commands(role, values)` with `values`
-naming: the munge key secret (Secrets Manager), the mounts parameter (SSM: a JSON list of the shared file systems),
+naming: the munge key secret (Secrets Manager), the mounts parameter (SSM: a JSON list of the shared file systems;
+the controllers' lists their own file system too),
 the cluster, and the conf-server parameter, where the controller's config apply writes the `slurmd --conf-server`
 argument. `publish` makes the same objects for a local cloud; each machine's user data derives its munge key from the
 secret itself.
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stacks.naming import CONF_SERVER_PENDING, conf_server_parameter
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
+from stacks.naming import CONF_SERVER_PENDING, conf_server_parameter, controller_mounts_parameter, mounts_parameter
 from stacks.user_data import boot_commands
 
 
@@ -37,19 +39,30 @@ def publish(
     region: str,
     shared_source: Path,
     shared_mount: str,
+    controller_state_source: Path,
     munge_secret: str | None = None,
 ) -> BootData:
     """Create the munge secret, the mounts parameter and the conf-server parameter (its value pending until the
     controller's config apply writes it, as the cluster stack creates it) in the emulated AWS; returns the
     user-data values naming them (the compute values; the controller's add its own, see controller_boot). With
     `munge_secret` (the secret of another cluster of the same federation), reuse that secret, as the federation
-    stacks do. The shared file system is the host directory `shared_source`, bind-mounted at `shared_mount`."""
+    stacks do. The shared file system is the host directory `shared_source`, bind-mounted at `shared_mount`; the
+    controllers' mounts parameter adds their own file system, the host directory `controller_state_source`."""
     secret_name = munge_secret or f"elastic-slurm/{cluster}/munge-key"
     if munge_secret is None:
         client("secretsmanager", region).create_secret(Name=secret_name, SecretString=secrets.token_hex(32))
-    parameter = f"/elastic-slurm/{cluster}/mounts"
+    parameter = mounts_parameter(cluster)
     mounts = [{"type": "none", "source": str(shared_source), "mount_point": shared_mount, "options": "bind"}]
     client("ssm", region).put_parameter(Name=parameter, Value=json.dumps(mounts), Type="String", Overwrite=True)
+    own = {
+        "type": "none",
+        "source": str(controller_state_source),
+        "mount_point": CONTROLLER_STATE_MOUNT,
+        "options": "bind",
+    }
+    client("ssm", region).put_parameter(
+        Name=controller_mounts_parameter(cluster), Value=json.dumps([*mounts, own]), Type="String", Overwrite=True
+    )
     client("ssm", region).put_parameter(
         Name=conf_server_parameter(cluster), Value=CONF_SERVER_PENDING, Type="String", Overwrite=True
     )

@@ -31,7 +31,7 @@ from localcloud.aws.fault_middleware import WAIT_CONDITION_PATH
 from localcloud.instances import enter, machines
 from localcloud.layout import Layout
 from slurm_plugin.manifest import TAG_CLUSTER, DeployedInfra
-from stacks.naming import TAG_ROLE, config_url_parameter, deployed_infra_parameter
+from stacks.naming import TAG_ROLE, config_url_parameter, controller_mounts_parameter, deployed_infra_parameter
 from stacks.user_data import actions_values, boot_commands
 
 BOOT_TIMEOUT = 240.0
@@ -95,6 +95,7 @@ def publish(
     parameter = deployed_infra_parameter(cluster.name)
     client("ssm", region).put_parameter(Name=parameter, Value=infra.model_dump_json(), Type="String", Overwrite=True)
     values = {
+        "ES_MOUNTS_PARAMETER": controller_mounts_parameter(cluster.name),  # with the controllers' own file system
         "ES_CONTROLLER_INDEX": "0",
         "ES_DEPLOYED_INFRA": parameter,
         "ES_CONFIG_PARAMETER": config_url_parameter(cluster.name),

@@ -3,7 +3,8 @@
 - The controller sees the whole state directory at its own path (its "disk": logs, plugin state, spool), its
   etc/ at /etc/slurm (what its boot renders: slurm.conf, fragments, manifest; Slurm's default path, so clients need no
   SLURM_CONF), its own /etc/munge, /etc/elastic-slurm, /etc/systemd/system, /run and /tmp, the shared file system at
-  its mount point, and its EC2 host name (a UTS namespace) resolved by its own /etc/hosts.
+  its mount point, the controllers' own file system (Slurm's state) at its mount point, and its EC2 host name (a
+  UTS namespace) resolved by its own /etc/hosts.
 - An instance sees no configuration at all: a private /run and /tmp, munged's socket, the shared file system, the jobs
   directory, and only the spool/log/pid directories its slurmd writes. Its slurmd runs configless (`--conf-server`).
   Its local accounts (/etc/passwd, /etc/group) and name service (/etc/nsswitch.conf, /etc/nss_slurm.conf) are its
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from localcloud.instances import enter
 from localcloud.layout import REPO_ROOT, Layout
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
 
 CLIENTS = (
     "sbatch",
@@ -150,6 +152,7 @@ def controller_view(
         (layout.etc, "/etc/slurm"),
         *enter.same_path(layout.root, REPO_ROOT),
         (layout.shared, shared_mount),
+        (layout.controller_state, CONTROLLER_STATE_MOUNT),  # the controllers' own file system
     )
     return view
 

@@ -1,7 +1,7 @@
 """Small JSON state files in the manifest's state_dir, shared by concurrent plugin processes under one flock.
 
-Where that directory is (`plugin_state_dir`): on the controller's disk with one controller; with two, on the shared
-file system beside slurmctld's StateSaveLocation, so the backup that takes over reads the very node map, claims,
+Where that directory is (`plugin_state_dir`): on the controller's disk with one controller; with two, on the
+controllers' own file system beside slurmctld's StateSaveLocation, so the backup that takes over reads the very node map, claims,
 cool-downs, protected pools, fleet state and event log the primary wrote, and the primary reads the backup's after
 it takes control back (no stale copy on either disk). flock(2) serializes the two hosts there as it serializes the
 processes of one: on NFSv4 (EFS) Linux maps it to a byte-range lock the server holds, released when its holder
@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from slurm_plugin.controller_state import controller_state_dir
+
 LOCAL_STATE_DIR = "/var/lib/elastic-slurm"
 # how long a claim of the other controller counts as alive (holder_alive): a launch and its binding, not a whole
 # resume timeout (a crashed primary's claims must not hold its nodes back for long)
@@ -34,15 +36,12 @@ CLAIMS_FILE = "claims.json"
 NODES_FILE = "nodes.json"
 
 
-def plugin_state_dir(cluster: str, controllers: int, shared_mount: str | None) -> str:
-    """The plugin's state directory of a cluster: on the shared file system when two controllers take turns (they
-    need one copy), else on the controller's disk. ValueError for two controllers without a shared file system (the
-    render refuses that cluster already: slurmctld's own state needs one too)."""
+def plugin_state_dir(cluster: str, controllers: int) -> str:
+    """The plugin's state directory of a cluster: on the controllers' own file system (render/manifest.py) when two
+    controllers take turns (they need one copy), else on the controller's disk."""
     if controllers < 2:
         return LOCAL_STATE_DIR
-    if not shared_mount:
-        raise ValueError(f"cluster {cluster}: two controllers need a shared file system for the plugin's state")
-    return f"{shared_mount.rstrip('/')}/elastic-slurm/state/{cluster}"
+    return controller_state_dir(cluster, "plugin")
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """Render the production base slurm.conf (site settings) and cgroup.conf of one cluster on EC2 (pure).
 
 `render_cluster` (render.py) writes the fragments: nodes, partitions, power saving, preemption. The base written here
-holds everything else — ClusterName, SlurmctldHost (primary and backup), munge auth, StateSaveLocation on the shared
-file system, plugins, accounting, logs, health check — and ends with `Include` of the fragment file, so no key is set
+holds everything else — ClusterName, SlurmctldHost (primary and backup), munge auth, StateSaveLocation on the
+controllers' own file system, plugins, accounting, logs, health check — and ends with `Include` of the fragment file, so no key is set
 twice. The one key both need, SlurmctldParameters, is written here only: render with
 `RenderOptions(slurmctld_parameters_in_base=True)` and this file carries `enable_configless` plus the fragment's own
 parameters (`PRODUCT_SLURMCTLD_PARAMETERS`), because Slurm keeps only the last SlurmctldParameters line; a site's own
@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from cluster_config import Cluster, ElasticSlurmConfig
 from cluster_config.slurm_settings import PRODUCT_SLURMCTLD_PARAMETERS, SettingValue, drop_replaced, setting_lines
+from slurm_plugin.controller_state import controller_state_dir
 from slurm_plugin.render import rest_api
 from slurm_plugin.render.cluster import HEADER
 from slurm_plugin.render.manifest import RenderError, shared_mount
@@ -49,7 +50,7 @@ class BaseSettings:
         "/etc/slurm/slurm-elastic.conf"  # must sit beside slurm.conf (configless): only its name is used
     )
     slurmdbd_host: str | None = None  # needed when accounting.mode is not none
-    state_save_location: str | None = None  # default: <shared mount>/slurm/state/<cluster>
+    state_save_location: str | None = None  # default: on the controllers' own file system (manifest.py)
     log_dir: str = "/var/log/slurm"
     slurmd_spool_dir: str = "/var/spool/slurmd"
     pid_dir: str = "/run"  # slurmd's PID file (slurmd runs as root)
@@ -149,7 +150,7 @@ def _controllers(cluster: Cluster, settings: BaseSettings) -> list[str]:
     state = settings.state_save_location or _state_dir(cluster)
     lines = [
         f"ClusterName={cluster.name}",
-        "# primary, then backup: the backup takes over from the state on the shared file system",
+        "# primary, then backup: the backup takes over from the state on the controllers' own file system",
         *(f"SlurmctldHost={name}({addr})" if addr else f"SlurmctldHost={name}" for name, addr in parsed),
         "# configless: compute nodes run `slurmd --conf-server <controllers>` and fetch this file from slurmctld",
         f"SlurmctldParameters={','.join(PRODUCT_SLURMCTLD_PARAMETERS)}",
@@ -168,14 +169,7 @@ def state_save_location(cluster: Cluster, settings: BaseSettings) -> str:
 
 
 def _state_dir(cluster: Cluster) -> str:
-    mount = shared_mount(cluster)
-    if mount is not None:
-        return f"{mount.rstrip('/')}/slurm/state/{cluster.name}"
-    if cluster.controller.count == 2:
-        raise RenderError(
-            f"storage: cluster {cluster.name} has 2 controllers but no shared file system for their state"
-        )
-    return "/var/spool/slurmctld"
+    return controller_state_dir(cluster.name, "slurmctld")
 
 
 def _daemons(settings: BaseSettings) -> list[str]:

@@ -28,7 +28,7 @@ from slurm_plugin.instance_cache import InstanceCache
 from slurm_plugin.manifest import DeployedInfra, Manifest
 from slurm_plugin.powersave.state import plugin_state_dir
 from slurm_plugin.render.gres import gres_conf_lines
-from slurm_plugin.render.manifest import RenderError, build_manifest, shared_mount
+from slurm_plugin.render.manifest import RenderError, build_manifest
 from slurm_plugin.render.nodes import PoolNodes, node_lines, render_pool
 from slurm_plugin.render.parameter_lists import custom_settings, launch_lines
 from slurm_plugin.render.topology import initial_topology, topology_lines
@@ -138,7 +138,7 @@ def render_cluster(
         cluster,
         infra,
         instance_cache_path=opts.instance_cache_path,
-        state_dir=opts.state_dir or plugin_state_dir(cluster.name, cluster.controller.count, shared_mount(cluster)),
+        state_dir=opts.state_dir or plugin_state_dir(cluster.name, cluster.controller.count),
         log_file=opts.log_file,
         slurm_bin_dir=opts.slurm_bin_dir,
         slurm_conf=opts.slurm_conf,

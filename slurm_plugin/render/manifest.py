@@ -13,7 +13,7 @@ from slurm_plugin.manifest import DeployedInfra, Location, Manifest, PoolManifes
 
 
 def shared_mount(cluster: Cluster) -> str | None:
-    """Mount point of the shared file system the controllers keep their state on (EFS first), or None."""
+    """Mount point of the first shared file system every node mounts (EFS first), or None."""
     storage = cluster.storage
     for fs in (storage.efs, storage.fsx_openzfs, storage.fsx_ontap, storage.fsx_lustre):
         if fs is not None:
@@ -23,7 +23,7 @@ def shared_mount(cluster: Cluster) -> str | None:
 
 def node_names_dir(cluster: Cluster) -> str | None:
     """Where resume tells booting instances their node names (slurm_plugin/powersave/node_names.py): on the shared
-    file system every node mounts (EFS first, which remote regions mount too), next to Slurm's state."""
+    file system every node mounts (EFS first, which remote regions mount too)."""
     mount = shared_mount(cluster)
     return f"{mount.rstrip('/')}/slurm/nodes/{cluster.name}" if mount else None
 

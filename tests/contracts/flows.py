@@ -37,6 +37,7 @@ SLURM_DEFAULT_PORTS = {"SlurmctldPort": 6817, "SlurmdPort": 6818, "AccountingSto
 ALL = "-1"
 ANYWHERE = "0.0.0.0/0"
 CLIENT_KINDS = ("controller", "compute", "login")
+CONTROLLER_STATE_EFS = "ControllerState"  # the construct id of the controllers' own EFS (stacks/storage.py)
 # the roles that run user or daemon processes, i.e. that can open connections (`openings` looks from these and from
 # external sources; the `efa` role is a subset of `compute`)
 HOST_KINDS = ("controller", "compute", "login", "remote-compute")
@@ -138,6 +139,8 @@ def cluster_flows(config: ElasticSlurmConfig, cluster: Cluster, roles: Mapping[s
         if name == config.accounting_host:  # sacct, sreport on login nodes (slurmdbd of the accounting host)
             wanted.append(Flow(login, ctl, "tcp", port["slurmdbd"], "slurmdbd"))
         wanted.append(Flow(ctl, f"{name}/database", "tcp", (DB_PORT, DB_PORT), "database"))
+    # the controllers' own file system (Slurm's state, slurm_plugin/controller_state.py): the controllers only
+    wanted.append(Flow(ctl, f"{name}/controller-state", "tcp", (2049, 2049), "nfs"))
     for label, proto, ports, both in _storage_ports(cluster):
         for kind in CLIENT_KINDS:
             wanted.append(Flow(f"{name}/{kind}", f"{name}/storage", proto, ports, label))
@@ -225,6 +228,7 @@ def listeners(config: ElasticSlurmConfig, cluster: Cluster) -> dict[str, dict[st
         "login": {"ssh": ("tcp", (22, 22)), "srun": slurm["srun"], "sackd": slurm["slurmd"]},
         "database": {"database": ("tcp", (DB_PORT, DB_PORT))},
         "storage": storage,
+        "controller-state": {"nfs": ("tcp", (2049, 2049))},
     }
 
 
@@ -311,8 +315,10 @@ def _member_groups(kind: str, props: Mapping[str, Any]) -> tuple[str | None, lis
         efa = [i.get("Groups", []) for i in interfaces if str(i.get("InterfaceType", "")).startswith("efa")]
         common = [g for g in efa[0] if all(g in other for other in efa)] if efa else []
         return _tag(props, TAG_ROLE), groups, common
-    if kind == "AWS::EFS::MountTarget":
-        return "storage", list(props.get("SecurityGroups", [])), []
+    if kind == "AWS::EFS::MountTarget":  # the controllers' own file system is a kind of its own
+        file_system = props.get("FileSystemId", {})
+        own = isinstance(file_system, dict) and str(file_system.get("Ref", "")).startswith(CONTROLLER_STATE_EFS)
+        return "controller-state" if own else "storage", list(props.get("SecurityGroups", [])), []
     if kind == "AWS::FSx::FileSystem":
         return "storage", list(props.get("SecurityGroupIds", [])), []
     if kind == "AWS::RDS::DBCluster":

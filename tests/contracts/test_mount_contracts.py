@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from localcloud.aws.iam_requests import AuthzRequest
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
 from tests.aws.iam_eval import ANONYMOUS, evaluate
 from tests.cdk.conftest import Assembly
 from tests.contracts.cfn_resolve import ResolveError, Resolver, Stack
@@ -457,3 +458,57 @@ def test_the_resolver_follows_intrinsics_and_cross_stack_references_to_one_stand
     assert props["Arn"] == props["Dynamic"] == arn
     with pytest.raises(ResolveError):
         resolver.resolve("c", {"Fn::ImportValue": "p:Missing"})
+
+
+# -- the controllers' own file system (slurm_plugin/controller_state.py) ------------------------------------------
+
+
+def controller_state_access(resolver: Resolver, workdir: Path) -> tuple[set[str], set[str]]:
+    """(the roles whose nodes mount the controllers' own file system, the roles IAM lets mount it): both come from
+    the assembly — the mounts parameters the user data names, and each role's statements with the file system
+    policy through the evaluator."""
+    mounts = [
+        (role, fs) for role, line, fs in efs_mounts(resolver, workdir) if line.mount_point == CONTROLLER_STATE_MOUNT
+    ]
+    own = {fs.arn: fs for _, fs in mounts}
+    assert len(own) == 1, f"the controllers' own file system is mounted from {sorted(own)}"
+    (fs,) = own.values()
+    context = {"elasticfilesystem:AccessedViaMountTarget": "true", "aws:SecureTransport": "true"}
+    allowed = set()
+    for role in mounting_roles(resolver):
+        request = AuthzRequest(MOUNT, fs.arn, context, role.name)
+        account = resolver.stacks[fs.stack].account
+        (result,) = evaluate(role.policies, [request], account, resource_policy=fs.policy, principal=role.arn)
+        if result == "Allowed":
+            allowed.add(role.name)
+    return {role.name for role, _ in mounts}, allowed
+
+
+def test_only_the_controllers_mount_their_own_file_system_and_only_their_role_may(
+    assemblies: dict[str, Assembly], tmp_path: Path
+) -> None:
+    for name in ("minimal", "remote-region"):
+        resolver = assembly_resolver(assemblies[name])
+        mounting, allowed = controller_state_access(resolver, tmp_path)
+        assert len(mounting) == 1 and "ControllerRole" in next(iter(mounting)), (name, mounting)
+        assert allowed == mounting, (name, allowed)
+        others = [r.name for r in mounting_roles(resolver) if r.name not in mounting]
+        assert others, name  # compute (and remote compute) roles were looked at, and may not mount it
+
+
+def test_a_compute_role_allowed_on_the_controllers_file_system_is_reported(
+    assemblies: dict[str, Assembly], tmp_path: Path
+) -> None:
+    """Negative case: the compute role's mount statement naming every file system of the account (`*`)."""
+    resolver = assembly_resolver(assemblies["minimal"])
+    (stack,) = [s for s in resolver.stacks if s.endswith("-cluster")]
+
+    def widen(template: dict[str, Any]) -> None:
+        for lid, resource in template["Resources"].items():
+            if resource["Type"] == "AWS::IAM::Policy" and lid.startswith("ComputeRole"):
+                for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                    if MOUNT in statement["Action"]:
+                        statement["Resource"] = "*"
+
+    mounting, allowed = controller_state_access(_variant(resolver, stack, widen), tmp_path)
+    assert any("ComputeRole" in role for role in allowed - mounting), allowed

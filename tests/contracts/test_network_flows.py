@@ -317,3 +317,20 @@ def test_login_nodes_reach_a_compute_nodes_sshd_only_with_pam_slurm_adopt(adopt:
     assert nf.allowed(rules, login, compute, "tcp", (22, 22)) is adopt
     assert not nf.allowed(rules, controllers, compute, "tcp", (22, 22))
     assert nf.allowed(rules, login, compute, "tcp", (6818, 6818))  # slurmd from srun on login nodes, either way
+
+
+def test_only_the_controllers_reach_their_own_file_system(assemblies: dict[str, Assembly]) -> None:
+    """Slurm's state is on an EFS of the controllers (slurm_plugin/controller_state.py): its mount targets admit NFS
+    from the controllers' group alone. Negative case: the same group admitting the compute nodes is reported."""
+    assembly = _assembly(assemblies, "minimal")
+    config = load(assembly.config)
+    templates = _templates(assembly)
+    _rules, roles, flows = _analyse(config, templates)
+    assert roles["minimal/controller-state"].groups, "no mount target of the controllers' file system was found"
+    assert nf.denied_flows(_rules, roles, [f for f in flows if f.destination == "minimal/controller-state"]) == []
+    assert not {o for o in _openings(config, templates) if o[1] == "controller-state"}
+    broken = copy.deepcopy(templates)
+    network = broken["es-minimal-network"]["Resources"]
+    compute, own = _group(network, "Compute"), _group(network, "ControllerState")
+    network["ComputeToControllerState"] = _ingress(own, compute, "tcp", (2049, 2049))
+    assert ("compute", "controller-state", "nfs") in _openings(config, broken) - KNOWN_OPENINGS

@@ -24,6 +24,7 @@ import pytest
 from elastic_slurm.cli import main
 from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
+from slurm_plugin.controller_state import controller_state_dir
 from slurm_plugin.naming import fleet_parameter
 from tests.e2e.conftest import module_cloud
 
@@ -125,9 +126,10 @@ def test_two_controllers_boot_from_one_user_data_and_only_the_primary_acts(
     gauge = "elastic_slurm_controller_acting"
     assert _metric(f"http://127.0.0.1:{port}/metrics", gauge) == f'{gauge}{{host="{first}"}} 1.0'
     assert _metric(f"http://{_address(second)}:{port}/metrics", gauge) == f'{gauge}{{host="{second}"}} 0.0'
-    # the plugin's state directory is the one on the shared file system, for both controllers
+    # the plugin's state directory is the one on the controllers' own file system, for both controllers; no
+    # compute node sees that file system (its view has the shared one only)
     state = fo.layout.plugin_state
-    assert state.is_symlink() and state.resolve().is_relative_to(fo.layout.shared.resolve())
+    assert state.is_symlink() and state.resolve().is_relative_to(fo.layout.controller_state.resolve())
 
 
 def test_failover_in_a_scale_out_and_failback_lose_no_job_and_keep_the_plugin_state(fo: LocalCloud) -> None:
@@ -147,7 +149,7 @@ print(protection.record_failures(m.state_dir, [(pool, 1)], 1, time.time()))
     # Slurm's first full state save comes PERIODIC_CHECKPOINT (300 s) after slurmctld starts; until then a takeover
     # of a new cluster is fatal for the backup ("No Assoc usage file ... to recover"): the primary's boot (controller
     # user data) forced one save, as a running cluster has it
-    state_save = fo.layout.shared / "slurm" / "state" / "fo"
+    state_save = fo.layout.on_controller_state(controller_state_dir("fo", "slurmctld"))
     fo.wait_until(lambda: _saved_at(state_save / "assoc_usage") > 0, 10, "the boot's state save")
     jobs = [fo.sbatch("-N1", "-p", "cpu", wrap="sleep 20") for _ in range(4)]
     spare_job = fo.sbatch("-N1", "-p", "spare", wrap="true")

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import hashes
 from cluster_config.model_rest_api import DATA_PARSER
 from localcloud.cloud import LocalCloud
 from localcloud.services import webui_browser
+from slurm_plugin.controller_state import controller_state_dir
 from slurm_plugin.webui import certificate
 from tests.e2e.conftest import cold_nodes
 from tests.unit.test_webui_tls import plain_http_answer
@@ -92,8 +93,8 @@ def test_a_job_submitted_from_the_page_launches_its_node_and_completes(cloud: Lo
     page.locator("#node-zones tbody").filter(has_text=launched.availability_zone).wait_for(timeout=60_000)
     webui_browser.wait_job_state(page, job, "COMPLETED")
 
-    # the controller's config apply made the JWT key once, on the shared file system, for SlurmUser only
-    key = cloud.layout.shared / "slurm" / "state" / cloud.info().cluster / "jwt_hs256.key"
+    # the controller's config apply made the JWT key once, on the controllers' own file system, for SlurmUser only
+    key = cloud.layout.on_controller_state(controller_state_dir(cloud.info().cluster, "slurmctld")) / "jwt_hs256.key"
     assert (key.stat().st_mode & 0o777, key.stat().st_uid, key.stat().st_size) == (0o400, SLURM_UID, 32)
 
     [record] = cloud.wait_jobs_done([job], timeout=60)

@@ -230,7 +230,7 @@ def test_an_invalid_config_is_reported_and_not_written(
     _out, err = capsys.readouterr()
     assert err.splitlines()[1:] == [
         "bad.yaml: clusters[0].storage: needs a shared file system (efs, fsx_lustre, fsx_ontap or fsx_openzfs): it "
-        "holds Slurm's state and tells compute nodes where the controllers are"
+        "holds the users' files and tells booting compute nodes their node names"
     ]
     assert not (here / "bad.yaml").exists()
 

@@ -55,7 +55,7 @@ def test_small_config_base_is_exact() -> None:
         "ClusterName=small",
         "SlurmctldHost=ip-1-2-3-4(127.0.0.4)",
         "SlurmctldParameters=enable_configless,idle_on_node_suspend,power_save_interval=1",
-        "StateSaveLocation=/shared/slurm/state/small",
+        "StateSaveLocation=/var/spool/slurm-state/small/slurmctld",
         "SlurmUser=slurm",
         "SlurmdUser=root",
         "AuthType=auth/munge",
@@ -105,7 +105,7 @@ def test_controller_host_count_must_match_the_config() -> None:
 
 
 def test_a_cluster_without_shared_storage_is_refused_before_render() -> None:
-    # Slurm's state (StateSaveLocation) and the configless conf-server file live on the shared file system.
+    # the users' files and the node-names directory live on the shared file system
     with pytest.raises(ConfigInvalid, match="needs a shared file system"):
         small_config(storage={}, controller={"count": 2})
 

@@ -138,7 +138,7 @@ def test_render_adds_jwt_auth_with_the_key_in_the_shared_state_dir() -> None:
     assert "AuthType=auth/munge" in text.splitlines()
     assert "AuthAltTypes=auth/jwt" in text.splitlines()
     assert (
-        "AuthAltParameters=jwt_key=/shared/slurm/state/small/jwt_hs256.key,max_token_lifespan=86400"
+        "AuthAltParameters=jwt_key=/var/spool/slurm-state/small/slurmctld/jwt_hs256.key,max_token_lifespan=86400"
         in text.splitlines()
     )
     off = render_base_conf(small_config(), "small", BaseSettings(controller_hosts=("ip-1(127.0.0.1)",)))
@@ -186,7 +186,7 @@ def test_slurmdbd_checks_tokens_with_the_host_clusters_key() -> None:
     }
     config = small_config(rest_api={"enabled": True})
     config = config.model_copy(update={"accounting": config.accounting.model_validate(acct)})
-    assert rest_api.dbd_jwt_key(config, {}) == "/shared/slurm/state/small/jwt_hs256.key"
+    assert rest_api.dbd_jwt_key(config, {}) == "/var/spool/slurm-state/small/slurmctld/jwt_hs256.key"
     assert rest_api.dbd_jwt_key(config, {"state_save_location": "/var/tmp/x"}) == "/var/tmp/x/jwt_hs256.key"
     assert rest_api.dbd_jwt_key(small_config(rest_api={"enabled": True}), {}) is None  # no accounting
     text = render_slurmdbd_conf(

@@ -23,14 +23,11 @@ E2E_CONFIGS = Path(__file__).resolve().parents[1] / "e2e" / "configs"
 
 
 def test_one_controller_keeps_the_plugin_state_on_its_disk() -> None:
-    assert state.plugin_state_dir("c", 1, "/shared") == state.LOCAL_STATE_DIR == "/var/lib/elastic-slurm"
-    assert state.plugin_state_dir("c", 1, None) == state.LOCAL_STATE_DIR
+    assert state.plugin_state_dir("c", 1) == state.LOCAL_STATE_DIR == "/var/lib/elastic-slurm"
 
 
-def test_two_controllers_keep_the_plugin_state_on_the_shared_file_system() -> None:
-    assert state.plugin_state_dir("c", 2, "/shared/") == "/shared/elastic-slurm/state/c"
-    with pytest.raises(ValueError, match="cluster c: two controllers need a shared file system"):
-        state.plugin_state_dir("c", 2, None)
+def test_two_controllers_keep_the_plugin_state_on_their_own_file_system() -> None:
+    assert state.plugin_state_dir("c", 2) == "/var/spool/slurm-state/c/plugin"
 
 
 def _bind(directory: str, node: str, instance: str, hold: float) -> None:
@@ -41,7 +38,7 @@ def _bind(directory: str, node: str, instance: str, hold: float) -> None:
 
 
 def test_the_backup_reads_the_node_map_the_primary_wrote_and_the_primary_the_backups(tmp_path: Path) -> None:
-    shared = str(tmp_path / "shared" / "elastic-slurm" / "state" / "c")
+    shared = str(tmp_path / "slurm-state" / "c" / "plugin")
     primary = multiprocessing.Process(target=_bind, args=(shared, "cpu-1", "i-aaa", 0.3))
     backup = multiprocessing.Process(target=_bind, args=(shared, "cpu-2", "i-bbb", 0.0))
     primary.start()
@@ -62,9 +59,9 @@ def test_two_controller_overrides_add_the_failover_timers_and_the_shared_state_d
     layout = Layout(tmp_path)
     ports = Ports(1, 2, 3, 4, 5, 6)
     one = render_overrides(layout, ports)
-    two = render_overrides(layout, ports, state_dir="/shared/elastic-slurm/state/fo", controllers=2)
+    two = render_overrides(layout, ports, state_dir="/var/spool/slurm-state/fo/plugin", controllers=2)
     assert one["options"]["state_dir"] == str(layout.plugin_state)
-    assert two["options"]["state_dir"] == "/shared/elastic-slurm/state/fo"
+    assert two["options"]["state_dir"] == "/var/spool/slurm-state/fo/plugin"
     config = load(E2E_CONFIGS / "failover.yaml")
     plain = BaseSettings(
         controller_hosts=("ip-127-16-0-4(127.16.0.4)", "ip-127-16-16-4(127.16.16.4)"), slurmdbd_host="127.16.0.4"
@@ -85,13 +82,13 @@ def test_local_down_knows_every_unit_of_the_backup_controller() -> None:
     assert {name for name, _ in BACKUP_DAEMONS} == {f"{unit}@1" for unit in UNIT_PID_FILES}
 
 
-def test_the_production_render_puts_two_controllers_plugin_state_on_the_shared_file_system() -> None:
+def test_the_production_render_puts_two_controllers_plugin_state_on_their_own_file_system() -> None:
     """What the controllers' manifest says (render_cluster with the production options, no local overrides): the
     backup's plugin reads the primary's node map, claims, cool-downs and fleet state."""
     config = load(Path(__file__).resolve().parents[1] / "e2e" / "configs" / "failover.yaml")
     cluster = config.clusters[0]
     rendered = render_cluster(config, cluster.name, placeholder_infra(cluster), fixture_cache())
-    assert rendered.manifest.state_dir == f"/shared/elastic-slurm/state/{cluster.name}"
+    assert rendered.manifest.state_dir == f"/var/spool/slurm-state/{cluster.name}/plugin"
     one = config.model_copy(
         update={
             "clusters": [cluster.model_copy(update={"controller": cluster.controller.model_copy(update={"count": 1})})]
