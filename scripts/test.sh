@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: setup, lint, type check and the whole suite — with the Slurm roots built *meanwhile* on a machine that
-# lacks them (a fresh one). Each missing root's build starts right after setup, in the background, in a session of
-# its own; lint, mypy and the tests that need no root run while they build (tests/conftest.py collects those first
+# lacks them (a fresh one). Each missing root's build starts as soon as the apt packages and the venv's runtime part
+# are in, in the background, in a session of its own; the rest of the setup, lint, mypy and the tests that need no
+# root run while they build (tests/conftest.py collects those first
 # when ELASTIC_SLURM_ROOTS_BUILDING is set, and xdist keeps that order); a test that needs a root waits for its build
 # (localcloud.image.one_builder) outside its timeout, and a failed build fails those tests with its one line. With the
 # roots cached this is exactly setup, lint, mypy, pytest. The builds are waited for before the script ends, whatever
@@ -9,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
-ELASTIC_SLURM_ROOTS=later scripts/setup.sh || exit 1
+scripts/setup.sh runtime || exit 1  # apt packages and the venv's runtime part: enough to build the roots
 
 builders=()
 declare -A release_of=()
@@ -53,6 +54,7 @@ finish() {
   exit "$rc"
 }
 
+ELASTIC_SLURM_ROOTS=later scripts/setup.sh || finish 1  # the rest of the venv and the CDK CLI, meanwhile
 ELASTIC_SLURM_ROOTS=later make --no-print-directory lint typecheck || finish 1
 .venv/bin/python -m pytest -q -ra -n 4 --dist loadfile --durations=15 "${pytest_args[@]}" tests
 finish $?

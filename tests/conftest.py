@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
+from tests import schedule_hint
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")  # never phone home from tests
@@ -53,12 +54,19 @@ from tests.slurm_in_root import (  # noqa: E402
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """While scripts/test.sh builds the Slurm roots in the background, the tests that need none go first, so the
-    build overlaps them. test.sh turns xdist's own reorder (files with most tests first) off meanwhile, so it is
-    done here within each part; the sort is stable (a file's tests stay together, every worker collects the same
-    order, as xdist requires)."""
+    build overlaps them, and then those that need one, longest file first (tests/schedule_hint.py). test.sh turns
+    xdist's own reorder (files with most tests first) off meanwhile, so that one is done here for the first part;
+    the sort is stable (a file's tests stay together, every worker collects the same order, as xdist requires)."""
     if os.environ.get(ROOTS_BUILDING):
         tests_in = Counter(item.nodeid.split("::")[0] for item in items)
-        items.sort(key=lambda item: (needs_root(item) is not None, -tests_in[item.nodeid.split("::")[0]]))
+
+        def order(item: pytest.Item) -> tuple[bool, int]:
+            test_file = item.nodeid.split("::")[0]
+            if needs_root(item) is None:
+                return False, -tests_in[test_file]
+            return True, -schedule_hint.seconds_of(test_file)
+
+        items.sort(key=order)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.image import image_root, one_builder, slurm_root
-from tests import conftest
+from tests import conftest, schedule_hint
 from tests.slurm_in_root import ROOTS_BUILDING, needs_root
 
 RELEASE = slurm_root.OLDER_SLURM  # a packaged root: its path is quick to compute
@@ -197,6 +197,28 @@ def test_while_the_roots_build_the_tests_that_need_none_go_first_in_a_stable_ord
     conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
     # the files that need no root first, each part by its number of tests (xdist's own reorder), files kept whole
     assert items == [ITEMS[4], ITEMS[5], ITEMS[1], ITEMS[0], ITEMS[2], ITEMS[3]]
+
+
+def test_while_the_roots_build_the_longest_root_files_start_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files that need a root by their seconds in tests/root_test_seconds.json, longest first; a file the hint
+    does not know counts as UNKNOWN_SECONDS."""
+    monkeypatch.setenv(ROOTS_BUILDING, "1")
+    names = ("test_cost_e2e.py", "test_manager_e2e.py", "test_not_measured_yet.py", "test_failover_e2e.py")
+    items = [FakeItem(TESTS / "e2e" / name) for name in names]
+    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    seconds = [schedule_hint.seconds_of(i.nodeid.split("::")[0]) for i in items]
+    assert [i.path.name for i in items] == [names[1], names[3], names[2], names[0]], seconds
+    assert seconds[2] == schedule_hint.UNKNOWN_SECONDS and seconds == sorted(seconds, reverse=True)
+
+
+def test_the_seconds_hint_is_read_back_from_a_junit_report(tmp_path: Path) -> None:
+    report = tmp_path / "r.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="tests.e2e.test_x" name="a" time="10.4"/>'
+        '<testcase classname="tests.e2e.test_x" name="b" time="5.2"/>'
+        '<testcase classname="tests.unit.test_y" name="c" time="0.4"/></testsuite></testsuites>'
+    )
+    assert schedule_hint.from_junit(report) == {"tests/e2e/test_x.py": 16, "tests/unit/test_y.py": 0}
 
 
 # boots a local cloud / runs a program in a root / reads it
