@@ -32,7 +32,7 @@ CLUSTER_OWNED = {
     "BackupController": _SET_AT_BOOT,
     "ControlAddr": _SET_AT_BOOT,
     "BackupAddr": _SET_AT_BOOT,
-    "StateSaveLocation": _SET_AT_BOOT,
+    "StateSaveLocation": "on the controllers' own file system (`/var/spool/slurm-state/<cluster>/slurmctld`)",
     "SlurmctldPort": "the security groups open Slurm's ports",
     "SlurmdPort": "the security groups open Slurm's ports",
     "SrunPortRange": "the security groups open exactly this range",

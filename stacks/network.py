@@ -53,9 +53,8 @@ class ClusterSecurityGroups:
     ssh: ec2.ISecurityGroup  # controllers and login nodes: SSH (and rest_api.web_port) from the configured CIDRs
     monitoring: ec2.ISecurityGroup  # no host of ours: attach it to the Prometheus/ADOT host that scrapes the exporter
     storage: ec2.ISecurityGroup  # EFS/FSx: NFS and Lustre from the nodes only
-    controller_state: (
-        ec2.ISecurityGroup
-    )  # the controllers' own EFS (slurm_plugin/controller_state.py): NFS from them only
+    # the controllers' own EFS (slurm_plugin/controller_state.py): NFS from them only; none in a remote region
+    controller_state: ec2.ISecurityGroup | None
 
     @property
     def clients(self) -> tuple[ec2.ISecurityGroup, ...]:
@@ -165,8 +164,10 @@ class NetworkStack(cdk.Stack):
         ssh = self._group("Ssh", "SSH access")
         storage = self._group("Storage", "shared file systems")
         # the controllers' own file system (StateSaveLocation): no compute or login node reaches it
-        controller_state = self._group("ControllerState", "file system of the controllers only (Slurm state)")
-        controller_state.add_ingress_rule(ctl, ec2.Port.tcp(2049), "NFS (EFS) from the controllers only")
+        controller_state = None
+        if not self.remote:
+            controller_state = self._group("ControllerState", "file system of the controllers only (Slurm state)")
+            controller_state.add_ingress_rule(ctl, ec2.Port.tcp(2049), "NFS (EFS) from the controllers only")
         slurmctld, slurmd = ec2.Port.tcp(SLURMCTLD_PORT), ec2.Port.tcp(SLURMD_PORT)
         slurmdbd, srun = ec2.Port.tcp(SLURMDBD_PORT), ec2.Port.tcp_range(*SRUN_PORT_RANGE)
         # slurmctld: every host's daemons and client commands; the backup controller; slurmdbd: slurmctld only (job

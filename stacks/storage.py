@@ -106,6 +106,7 @@ class StorageStack(cdk.Stack):
         self._vpc = vpc
         self._subnets = subnets
         self._sg = security_groups.storage
+        self._cluster = cluster.name
         network = cluster.network
         # NFS clients of the OpenZFS export: the nodes' subnets (controllers, compute and login nodes all live in
         # them), not the whole VPC (issue 30)
@@ -142,6 +143,7 @@ class StorageStack(cdk.Stack):
             description="Shared file systems every node mounts (JSON)",
             string_value=self.to_json_string(self.mounts),
         )
+        assert security_groups.controller_state is not None  # a home region's network
         self.controller_state_arn, state_mount = self._controller_state(security_groups.controller_state)
         self.controller_mounts_parameter = ssm.StringParameter(
             self,
@@ -227,13 +229,15 @@ class StorageStack(cdk.Stack):
         throughput: no burst credits for a long busy spell to drain under slurmctld's state saves. Encrypted, with
         the users' EFS policy (TLS only, nothing allowed by the policy itself); its mount targets admit NFS from the
         controllers' group only (stacks/network.py) and only the controllers' role may mount it (stacks/cluster.py).
-        Retained like the users' EFS (its mount targets are not): a replacement by mistake never throws away the
-        queue."""
+        Retained like the users' EFS (its mount targets are not): a stack deleted by mistake leaves the queue to
+        recover. One mount target per AZ (EFS allows no more), in the subnet the controllers of that AZ use (the last
+        one of the AZ, as stacks/cluster.py picks it)."""
+        one_per_az = list({s.availability_zone: s for s in self._subnets}.values())
         file_system = efs.FileSystem(
             self,
             "ControllerState",
             vpc=self._vpc,
-            vpc_subnets=ec2.SubnetSelection(subnets=self._subnets),
+            vpc_subnets=ec2.SubnetSelection(subnets=one_per_az),
             security_group=security_group,
             encrypted=True,
             throughput_mode=efs.ThroughputMode.ELASTIC,
@@ -242,6 +246,7 @@ class StorageStack(cdk.Stack):
         efs_resource = file_system.node.default_child
         assert isinstance(efs_resource, efs.CfnFileSystem)
         efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
+        cdk.Tags.of(file_system).add("Name", f"{self._cluster}-controller-state")  # found again once retained
         mount = {
             "type": "efs",
             "source": file_system.file_system_id,

@@ -55,7 +55,7 @@ class RenderOptions:
     suspend_program: str = f"{PREFIX}/bin/slurm-suspend"
     resume_fail_program: str = f"{PREFIX}/bin/slurm-resume-fail"
     prolog_program: str | None = f"{PREFIX}/bin/prolog-wait-for-boot.sh"
-    state_dir: str | None = None  # None: state.plugin_state_dir (the shared file system with two controllers)
+    state_dir: str | None = None  # None: state.plugin_state_dir (the controllers' own file system with two)
     log_file: str = "/var/log/elastic-slurm/plugin.log"
     prolog_log: str | None = "/var/log/elastic-slurm/prolog.log"  # one line per prolog decision
     instance_cache_path: str = "/etc/elastic-slurm/instance-cache.json"  # written by the controller boot

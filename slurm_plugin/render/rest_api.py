@@ -1,7 +1,7 @@
 """Render what the REST API (clusters[].rest_api, docs/rest-api.md) adds on a controller (pure).
 
-slurm.conf gains `AuthAltTypes=auth/jwt` with the HS256 key in StateSaveLocation: on the shared file system, so a
-replaced controller and the backup sign and check tokens with the same key (the controller's config apply creates it
+slurm.conf gains `AuthAltTypes=auth/jwt` with the HS256 key in StateSaveLocation: on the controllers' own file
+system (slurm_plugin/controller_state.py), so a replaced controller and the backup sign and check tokens with the same key (the controller's config apply creates it
 once, assets/bootstrap/elastic-slurm-config-apply; it is never in the repo, a template or a parameter).
 `rest-api.env` is read by Slurm's slurmrestd unit (through the image's drop-in), by the web page's unit and by the
 config apply (ES_REST_API=1 starts both, 0 stops them): slurmrestd listens on 127.0.0.1 only, the web page on every
@@ -24,7 +24,7 @@ WEBUI_CERT_DIR = "/etc/elastic-slurm/webui"
 
 
 def jwt_key_path(state_save_location: str) -> str:
-    """Where the key lives: StateSaveLocation, shared by the controllers."""
+    """Where the key lives: StateSaveLocation, on the controllers' own file system."""
     return f"{state_save_location.rstrip('/')}/{JWT_KEY_NAME}"
 
 

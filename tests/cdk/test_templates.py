@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
+from stacks.storage import EFS_FILE_SYSTEM_POLICY
 from tests.cdk.conftest import Assembly
 
 pytestmark = pytest.mark.cdk
@@ -86,6 +88,32 @@ def test_efs_without_backup_gets_no_plan_and_rounds_lifecycle_down(template: Tem
     storage.has_resource_properties(
         "AWS::EFS::FileSystem", {"LifecyclePolicies": Match.array_with([{"TransitionToIA": "AFTER_30_DAYS"}])}
     )
+
+
+def test_the_controllers_own_efs_is_encrypted_elastic_retained_tls_only_and_one_mount_target_per_az(
+    assemblies: dict[str, Assembly],
+) -> None:
+    """Slurm's state (slurm_plugin/controller_state.py) in every config: an EFS of its own with the users' EFS policy,
+    named for the cluster, retained, behind the ControllerState group only; listed in the controllers' mount list."""
+    for name, assembly in assemblies.items():
+        for stack in (s for s in assembly.templates if s.endswith("-storage")):
+            resources = assembly.template_json(stack)["Resources"]
+            (lid,) = [k for k, r in resources.items() if r["Type"] == "AWS::EFS::FileSystem" and "ControllerState" in k]
+            fs = resources[lid]
+            props = fs["Properties"]
+            assert (fs["DeletionPolicy"], props["Encrypted"], props["ThroughputMode"]) == ("Retain", True, "elastic")
+            assert props["FileSystemPolicy"] == EFS_FILE_SYSTEM_POLICY and "LifecyclePolicies" not in props
+            cluster = stack.removeprefix("es-").removesuffix("-storage")
+            assert {"Key": "Name", "Value": f"{cluster}-controller-state"} in props["FileSystemTags"], name
+            targets = [r for r in resources.values() if r["Type"] == "AWS::EFS::MountTarget"]
+            own = [t for t in targets if t["Properties"]["FileSystemId"] == {"Ref": lid}]
+            assert own and len({json.dumps(t["Properties"]["SubnetId"]) for t in own}) == len(own), name
+            assert all("ControllerState" in json.dumps(t["Properties"]["SecurityGroups"]) for t in own), name
+            parameters = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SSM::Parameter"]
+            mounts = next(p for p in parameters if p["Name"] == f"/elastic-slurm/{cluster}/mounts-controller")
+            assert CONTROLLER_STATE_MOUNT in json.dumps(mounts["Value"]), name
+            shared = next(p for p in parameters if p["Name"] == f"/elastic-slurm/{cluster}/mounts")
+            assert CONTROLLER_STATE_MOUNT not in json.dumps(shared["Value"]), name
 
 
 def test_every_fsx_kind_is_created_with_the_s3_link_for_persistent_lustre(template: TemplateOf) -> None:

@@ -24,6 +24,7 @@ from localcloud.instances.boot_data import BootData
 from localcloud.instances.instance_runner import unit_dir
 from localcloud.ops import LIVE
 from localcloud.services import procs
+from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT, controller_state_dir
 from stacks.user_data import SIGNAL_URL_FILE, boot_commands, env_values_in, pool_values
 from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
 from tests.e2e.requeue_helpers import start_after_requeue_hold
@@ -161,6 +162,26 @@ def test_an_instance_has_no_slurm_conf_on_its_disk(cloud: LocalCloud) -> None:
     probe = subprocess.run(argv, env=enter.user_env(enter.user(cloud.root(), "root")), capture_output=True, text=True)
     assert probe.returncode == 0, probe.stdout + probe.stderr
     assert str(cloud.layout.etc) not in probe.stdout
+
+
+def test_slurms_state_is_on_the_controllers_own_file_system_which_no_instance_sees(cloud: LocalCloud) -> None:
+    """StateSaveLocation on the controllers' own file system (slurm_plugin/controller_state.py), mounted by the
+    controller's boot from its own mounts parameter; the units that read that state require the mount; an instance's
+    view has no such file system."""
+    cluster = cloud.info().cluster
+    state = controller_state_dir(cluster, "slurmctld")
+    assert f"StateSaveLocation={state}\n" in cloud.layout.slurm_conf.read_text()
+    # slurmctld wrote its cluster name (and id) there
+    assert (cloud.layout.on_controller_state(state) / "clustername").read_text().startswith(f"{cluster}|")
+    assert cloud.on_controller(["mountpoint", "-q", CONTROLLER_STATE_MOUNT]).returncode == 0
+    units = cloud.layout.machine_dir("controller") / "etc-systemd"
+    for unit in ("slurmctld", "slurmdbd", "slurm-clustermgr", "slurm-exporter"):
+        dropin = (units / f"{unit}.service.d" / "elastic-slurm-state.conf").read_text()
+        assert dropin.startswith(f"[Unit]\nRequiresMountsFor={state} "), unit
+    instance = cloud.instance_view("i-probe")
+    argv = enter.argv(instance, ["/bin/sh", "-c", f"ls -A {CONTROLLER_STATE_MOUNT} 2>/dev/null | wc -l"])
+    probe = subprocess.run(argv, env=enter.user_env(enter.user(cloud.root(), "root")), capture_output=True, text=True)
+    assert (probe.returncode, probe.stdout.strip()) == (0, "0"), probe.stderr
 
 
 def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: LocalCloud) -> None:

@@ -15,7 +15,7 @@ STRANGER = "i-stranger\t2026-11-01T00:00:00+00:00"  # an older instance of anoth
 
 
 def run(
-    tmp_path: Path, instances: list[str], gone_after: int | None = None, wait: int = 30
+    tmp_path: Path, instances: list[str], gone_after: int | None = None, wait: int = 30, *args: str
 ) -> subprocess.CompletedProcess[str]:
     """`instances`: 'id launchtime' lines DescribeInstances answers; after `gone_after` lookups only ours is left.
     A stranger's instance that carries only the Name tag is in the answer unless the lookup filters on the cluster
@@ -43,7 +43,9 @@ def run(
         "ES_PREDECESSOR_WAIT": str(wait),
         "ES_PREDECESSOR_POLL": "0",
     }
-    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def calls(tmp_path: Path) -> list[str]:
@@ -86,3 +88,22 @@ def test_an_instance_that_only_carries_the_name_is_not_waited_for(tmp_path: Path
     assert (result.returncode, result.stderr) == (0, "")
     (call,) = calls(tmp_path)
     assert "Name=tag:elastic-slurm:cluster,Values=prod" in call
+
+
+def test_any_index_waits_for_every_older_controller_but_not_the_other_new_one(tmp_path: Path) -> None:
+    """Before config apply moves an older release's state: every controller of that release (any index, launched
+    more than ES_GENERATION_GAP before this one) must be gone; the other controller this update launched is not."""
+    instances = [
+        "i-old1\t2026-11-20T08:00:00+00:00",  # the old backup: Name prod-controller-1
+        "i-new\t2026-11-25T10:05:00+00:00",
+        "i-new1\t2026-11-25T10:04:30+00:00",  # the new backup, launched 30 s before this one
+    ]
+    result = run(tmp_path, [instances[0], *instances[1:]], 2, 30, "--any-index")
+    assert result.returncode == 0, result.stderr
+    first = calls(tmp_path)[0]
+    assert "Name=tag:Name" not in first and "Name=tag:elastic-slurm:role,Values=controller" in first
+    assert result.stderr.count("waiting for the controllers of the release before (i-old1) to be gone") == 2
+    # the stand-in keeps only i-new after 2 lookups; with the old one never gone, the bound fails the boot
+    (tmp_path / "calls").unlink()
+    stuck = run(tmp_path, instances, None, 1, "--any-index")
+    assert stuck.returncode == 1 and "(i-old1) still runs after 1s" in stuck.stderr
