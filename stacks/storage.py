@@ -81,6 +81,13 @@ LIFECYCLE_DAYS = {
 }
 
 
+def tls_and_roles_only(file_system: efs.FileSystem) -> None:
+    """Replace the file system policy CDK generates with EFS_FILE_SYSTEM_POLICY (an escape hatch: no L2 option)."""
+    efs_resource = file_system.node.default_child
+    assert isinstance(efs_resource, efs.CfnFileSystem)
+    efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
+
+
 def efs_lifecycle(days: int | None) -> efs.LifecyclePolicy | None:
     """The EFS lifecycle policy for `lifecycle_days`: the largest allowed step not above it (EFS has fixed steps)."""
     if days is None:
@@ -196,10 +203,7 @@ class StorageStack(cdk.Stack):
             throughput_mode=throughput,
             removal_policy=cdk.RemovalPolicy.RETAIN,  # home directories outlive the cluster; see docs/deploy.md
         )
-        # escape hatch: replaces the policy CDK generates (see EFS_FILE_SYSTEM_POLICY)
-        efs_resource = file_system.node.default_child
-        assert isinstance(efs_resource, efs.CfnFileSystem)
-        efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
+        tls_and_roles_only(file_system)
         if conf.backup:
             plan = backup.BackupPlan.daily35_day_retention(self, "EfsBackup", self._backup_vault())
             plan.add_selection("Efs", resources=[backup.BackupResource.from_efs_file_system(file_system)])
@@ -243,9 +247,7 @@ class StorageStack(cdk.Stack):
             throughput_mode=efs.ThroughputMode.ELASTIC,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        efs_resource = file_system.node.default_child
-        assert isinstance(efs_resource, efs.CfnFileSystem)
-        efs_resource.add_property_override("FileSystemPolicy", EFS_FILE_SYSTEM_POLICY)
+        tls_and_roles_only(file_system)
         cdk.Tags.of(file_system).add("Name", f"{self._cluster}-controller-state")  # found again once retained
         mount = {
             "type": "efs",
