@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `make test`: setup, lint, type check and the whole suite — with the Slurm roots built *meanwhile* on a machine that
 # lacks them (a fresh one). Each missing root's build starts as soon as the apt packages and the venv's runtime part
-# are in, in the background, in a session of its own; the rest of the setup, lint, mypy and the tests that need no
-# root run while they build (tests/conftest.py collects those first
-# when ELASTIC_SLURM_ROOTS_BUILDING is set, and xdist keeps that order); a test that needs a root waits for its build
-# (localcloud.image.one_builder) outside its timeout, and a failed build fails those tests with its one line. With the
-# roots cached this is exactly setup, lint, mypy, pytest. The builds are waited for before the script ends, whatever
-# the tests did; an interrupt (Ctrl-C, SIGTERM) stops them, by their process groups, and removes their partial roots.
+# are in, in the background, in a session of its own. The suite runs in two parts side by side (`--root-tests`,
+# tests/conftest.py): the tests that run Slurm wait for their root's build (localcloud.image.one_builder) outside their
+# timeout — a failed build fails them with its one line — while the rest of the setup, lint, mypy and the tests that
+# need no root run. The builds are waited for before the script ends, whatever the tests did; an interrupt (Ctrl-C,
+# SIGTERM) stops them by their process groups, which removes their partial roots, and the Slurm part by SIGINT, which
+# tears its local clouds down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
@@ -14,13 +14,16 @@ scripts/setup.sh runtime || exit 1  # apt packages and the venv's runtime part: 
 
 builders=()
 declare -A release_of=()
-stop_builders() {
+slurm_tests=
+stop_all() {
   local pid
   for pid in "${builders[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  # pytest, workers included, tears its local clouds down on SIGINT (KeyboardInterrupt), as on Ctrl-C in a terminal
+  [ -z "$slurm_tests" ] || kill -INT -- "-$slurm_tests" 2>/dev/null
   wait
   exit 130
 }
-trap stop_builders INT TERM
+trap stop_all INT TERM
 if [ "$(id -u)" = 0 ]; then
   # shellcheck disable=SC2086  # the release list is words, as in setup.sh
   missing=$(.venv/bin/python -c 'import sys; from localcloud.image import slurm_root
@@ -38,12 +41,6 @@ print(" ".join(r for r in sys.argv[1:] if not slurm_root.is_built(r)))' ${ELASTI
     release_of[$!]=$release
   done
 fi
-pytest_args=()
-if [ "${#builders[@]}" -gt 0 ]; then
-  export ELASTIC_SLURM_ROOTS_BUILDING=1
-  pytest_args=(--no-loadscope-reorder)  # keep the order tests/conftest.py gave: the tests that need no root first
-fi
-
 finish() {
   local rc=$1 pid log
   [ "${#builders[@]}" = 0 ] || echo "test: waiting for the Slurm root builds (logs: .stamps/slurm-root-*.log)"
@@ -55,6 +52,25 @@ finish() {
 }
 
 ELASTIC_SLURM_ROOTS=later scripts/setup.sh || finish 1  # the rest of the venv and the CDK CLI, meanwhile
-ELASTIC_SLURM_ROOTS=later make --no-print-directory lint typecheck || finish 1
-.venv/bin/python -m pytest -q -ra -n 4 --dist loadfile --durations=15 "${pytest_args[@]}" tests
-finish $?
+
+# The suite in two parts side by side, one test file per worker at a time (--dist loadfile). The tests that run Slurm
+# (a root's programs: the e2e files, each with a local cloud) mostly wait on Slurm's timers: 4 workers kept the CPU
+# at ~115 % while they ran alone, so they get more workers (ELASTIC_SLURM_E2E_WORKERS, default 6), longest file first, and wait for the root builds; the
+# others (synth, cfn-lint, units) are CPU-bound: 2 workers, after lint and mypy, overlapping the builds. The Slurm
+# part's output streams; the other part's goes to .stamps/tests-no-root.log, printed when both are done.
+pytest_common=(-q -ra --dist loadfile --durations=10)
+no_root_log=.stamps/tests-no-root.log
+setsid .venv/bin/python -m pytest "${pytest_common[@]}" -n "${ELASTIC_SLURM_E2E_WORKERS:-6}" --root-tests=only \
+  --no-loadscope-reorder tests &
+slurm_tests=$!
+ELASTIC_SLURM_ROOTS=later make --no-print-directory lint typecheck > "$no_root_log" 2>&1 \
+  && .venv/bin/python -m pytest "${pytest_common[@]}" -n 2 --root-tests=none tests >> "$no_root_log" 2>&1
+no_root_rc=$?
+wait "$slurm_tests"
+slurm_rc=$?
+slurm_tests=
+echo "test: lint, type check and the tests that run no Slurm ($no_root_log):"
+cat "$no_root_log"
+rc=0
+[ "$no_root_rc" = 0 ] && [ "$slurm_rc" = 0 ] || rc=1
+finish "$rc"

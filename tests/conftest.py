@@ -1,5 +1,6 @@
 """Shared fixtures and hooks: one emulated AWS server (moto + fault layer) per test session, stopped at the end;
-the tests that run programs of a Slurm root wait for its build (and go last while scripts/test.sh builds it)."""
+the tests that run programs of a Slurm root wait for its build, and run as a part of their own in scripts/test.sh
+(`--root-tests`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import contextlib
 import os
 import signal
 import time
-from collections import Counter
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -44,29 +44,38 @@ def aws(emulated_aws: EmulatedAws) -> Iterator[EmulatedAws]:
 
 # fixtures shared by the tests that run Slurm from the local cloud's root
 from tests.slurm_in_root import (  # noqa: E402
-    ROOTS_BUILDING,
     munge_socket,  # noqa: F401
     needs_root,
     root_failure,
     wait_for_root,
 )
 
+ROOT_PARTS = ("all", "none", "only")  # --root-tests: every test, those that need no Slurm root, those that need one
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--root-tests", choices=ROOT_PARTS, default="all",
+                     help="all: every test (default); none: only those that run no program of a Slurm root; only: "
+                     "only those that do (scripts/test.sh runs the two parts side by side)")  # fmt: skip
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """While scripts/test.sh builds the Slurm roots in the background, the tests that need none go first, so the
-    build overlaps them, and then those that need one, longest file first (tests/schedule_hint.py). test.sh turns
-    xdist's own reorder (files with most tests first) off meanwhile, so that one is done here for the first part;
-    the sort is stable (a file's tests stay together, every worker collects the same order, as xdist requires)."""
-    if os.environ.get(ROOTS_BUILDING):
-        tests_in = Counter(item.nodeid.split("::")[0] for item in items)
-
-        def order(item: pytest.Item) -> tuple[bool, int]:
-            test_file = item.nodeid.split("::")[0]
-            if needs_root(item) is None:
-                return False, -tests_in[test_file]
-            return True, -schedule_hint.seconds_of(test_file)
-
-        items.sort(key=order)
+    """`--root-tests` keeps one part of the suite, deselecting the other. The part that needs a root starts longest
+    file first (tests/schedule_hint.py; scripts/test.sh turns xdist's own reorder, files with most tests first, off
+    for it); the sort is stable: a file's tests stay together and every worker collects the same order, as xdist
+    requires."""
+    part = config.getoption("root_tests")
+    if part == "all":
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if (needs_root(item) is not None) == (part == "only") else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    if part == "only":
+        items.sort(key=lambda item: -schedule_hint.seconds_of(item.nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

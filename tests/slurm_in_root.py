@@ -20,8 +20,6 @@ import pytest
 from localcloud.image import slurm_root
 from localcloud.instances import enter
 
-ROOTS_BUILDING = "ELASTIC_SLURM_ROOTS_BUILDING"  # set by scripts/test.sh while it builds the roots in the background
-
 
 def available() -> bool:
     """True when tests can run Slurm from a root: the root user. The root itself is waited for, or built, before

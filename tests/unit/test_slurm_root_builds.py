@@ -17,7 +17,7 @@ import pytest
 
 from localcloud.image import image_root, one_builder, slurm_root
 from tests import conftest, schedule_hint
-from tests.slurm_in_root import ROOTS_BUILDING, needs_root
+from tests.slurm_in_root import needs_root
 
 RELEASE = slurm_root.OLDER_SLURM  # a packaged root: its path is quick to compute
 
@@ -186,29 +186,55 @@ def test_the_tests_that_need_a_root_are_known_with_their_release() -> None:
     assert [needs_root(i) for i in ITEMS] == [default, None, default, "24.11", None, None]  # type: ignore[arg-type]
 
 
-def test_while_the_roots_build_the_tests_that_need_none_go_first_in_a_stable_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    items = list(ITEMS)
-    monkeypatch.delenv(ROOTS_BUILDING, raising=False)
-    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
-    assert items == ITEMS  # cached roots: the usual order (long e2e files start early)
-    monkeypatch.setenv(ROOTS_BUILDING, "1")
-    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
-    # the files that need no root first, each part by its number of tests (xdist's own reorder), files kept whole
-    assert items == [ITEMS[4], ITEMS[5], ITEMS[1], ITEMS[0], ITEMS[2], ITEMS[3]]
+@dataclass
+class FakeConfig:
+    """What pytest_collection_modifyitems reads of pytest's config: the part asked for, and the deselect hook."""
+
+    part: str
+    deselected: list[FakeItem] = field(default_factory=list)
+
+    def getoption(self, name: str) -> str:
+        assert name == "root_tests"
+        return self.part
+
+    @property
+    def hook(self) -> FakeConfig:
+        return self
+
+    def pytest_deselected(self, items: list[FakeItem]) -> None:
+        self.deselected.extend(items)
 
 
-def test_while_the_roots_build_the_longest_root_files_start_first(monkeypatch: pytest.MonkeyPatch) -> None:
+def _collect(part: str, items: list[FakeItem]) -> tuple[list[FakeItem], list[FakeItem]]:
+    """The items kept, in order, and those deselected, for `--root-tests part`."""
+    config = FakeConfig(part)
+    kept = list(items)
+    conftest.pytest_collection_modifyitems(config, kept)  # type: ignore[arg-type]
+    return kept, config.deselected
+
+
+def test_the_suite_splits_into_the_tests_that_need_no_root_and_those_that_do() -> None:
+    assert _collect("all", ITEMS) == (ITEMS, [])  # the usual order, nothing deselected
+    kept, dropped = _collect("none", ITEMS)
+    assert kept == [ITEMS[1], ITEMS[4], ITEMS[5]] and dropped == [ITEMS[0], ITEMS[2], ITEMS[3]]
+    kept, dropped = _collect("only", ITEMS)
+    assert sorted(map(ITEMS.index, kept)) == [0, 2, 3] and dropped == [ITEMS[1], ITEMS[4], ITEMS[5]]
+    # every test is in exactly one part
+    assert sorted(map(ITEMS.index, _collect("none", ITEMS)[0] + _collect("only", ITEMS)[0])) == list(range(len(ITEMS)))
+
+
+def test_the_tests_that_need_a_root_start_longest_file_first() -> None:
     """The files that need a root by their seconds in tests/root_test_seconds.json, longest first; a file the hint
-    does not know counts as UNKNOWN_SECONDS."""
-    monkeypatch.setenv(ROOTS_BUILDING, "1")
+    does not know counts as UNKNOWN_SECONDS; a file's tests stay together in their order (a stable sort)."""
     names = ("test_cost_e2e.py", "test_manager_e2e.py", "test_not_measured_yet.py", "test_failover_e2e.py")
     items = [FakeItem(TESTS / "e2e" / name) for name in names]
-    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
-    seconds = [schedule_hint.seconds_of(i.nodeid.split("::")[0]) for i in items]
-    assert [i.path.name for i in items] == [names[1], names[3], names[2], names[0]], seconds
-    assert seconds[2] == schedule_hint.UNKNOWN_SECONDS and seconds == sorted(seconds, reverse=True)
+    items.insert(2, FakeItem(TESTS / "e2e" / names[1], name="test_y"))
+    kept, _ = _collect("only", items)
+    seconds = [schedule_hint.seconds_of(i.nodeid.split("::")[0]) for i in kept]
+    assert [(i.path.name, i.name) for i in kept] == [
+        (names[1], "test_x"), (names[1], "test_y"), (names[3], "test_x"), (names[2], "test_x"), (names[0], "test_x")
+    ], seconds  # fmt: skip
+    assert seconds[3] == schedule_hint.UNKNOWN_SECONDS and seconds == sorted(seconds, reverse=True)
 
 
 def test_the_seconds_hint_is_read_back_from_a_junit_report(tmp_path: Path) -> None:
