@@ -31,6 +31,7 @@ from slurm_plugin.exporter.collector import ClusterCollector, Snapshot
 from slurm_plugin.exporter.plugin_source import PluginReader
 from slurm_plugin.exporter.slurm_source import SlurmReader
 from slurm_plugin.http_limits import CONNECTION_TIMEOUT
+from slurm_plugin.licenses.cli import state_dir_of as license_state_dir_of
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 
 NAME = "slurm-exporter"
@@ -41,7 +42,6 @@ ACCOUNTING_MODES = ("create", "existing", "none")  # cluster_config/model_accoun
 # would learn who runs what. The exporter is reached only from the monitoring
 # security group (stacks/network.py); the local cloud, whose dashboards show the per-user panels, leaves it unset.
 PER_USER_ENV = "ES_EXPORTER_PER_USER_SERIES"
-LICENSE_SYNC_DIR = "license-sync"  # under the state dir, as assets/systemd/slurm-license-sync.service has it
 LOG = logging.getLogger(NAME)
 
 
@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the config's accounting.mode (create, existing, none); none: no slurmdbd to check")  # fmt: skip
     parser.add_argument("--license-state-dir", default=None,
                         help="where slurm-license-sync keeps its state (default: license-sync/ in the manifest's "
-                        "state_dir, /var/lib/elastic-slurm/license-sync on EC2 as in slurm-license-sync.service)")  # fmt: skip
+                        "state_dir, where slurm-license-sync.service has it write)")  # fmt: skip
     parser.add_argument("--cloudwatch-interval", type=_interval, default=60.0,
                         help="seconds between CloudWatch publishes; 0: never (default 60)")  # fmt: skip
     parser.add_argument("--per-user-series", choices=("on", "off"), default=None,
@@ -153,7 +153,7 @@ def build_collector(manifest: Manifest, args: argparse.Namespace) -> ClusterColl
     return _Serialized(
         manifest,
         SlurmReader(manifest.slurm_bin_dir, manifest.slurm_conf),
-        PluginReader(manifest, args.license_state_dir or str(Path(manifest.state_dir) / LICENSE_SYNC_DIR)),
+        PluginReader(manifest, args.license_state_dir or license_state_dir_of(manifest)),
         accounting=args.accounting != "none",
         per_user=per_user_series(args, os.environ),
     )

@@ -23,8 +23,18 @@ from slurm_plugin import logs, primary
 from slurm_plugin.accounting.sacctmgr import SacctmgrError
 from slurm_plugin.licenses.adapters import LicenseServerTools, SlurmCommands, load_state, save_state
 from slurm_plugin.licenses.sync import SyncConfig, run_sync, sync_config_from
+from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
+from slurm_plugin.powersave.state import LOCAL_STATE_DIR
 
 STATE_FILE = "license-sync.json"
+STATE_SUBDIR = "license-sync"  # the sync's state dir under the plugin's state dir (the manifest's state_dir)
+DEFAULT_STATE_DIR = Path(LOCAL_STATE_DIR) / STATE_SUBDIR  # without --manifest: one controller's
+
+
+def state_dir_of(manifest: Manifest) -> Path:
+    """Where the sync keeps its state and the exporter reads it: license-sync/ in the plugin's state dir — on the
+    controllers' own file system with two controllers, so the backup's exporter and a failover see the same runs."""
+    return Path(manifest.state_dir) / STATE_SUBDIR
 
 
 class _Usage(Exception):
@@ -57,7 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--config", help="sync config JSON (rendered from the cluster config)")
     source.add_argument("--cluster-config", help="the cluster YAML instead of --config (needs --cluster)")
     parser.add_argument("--cluster", help="with --cluster-config: the cluster this sync runs on")
-    parser.add_argument("--state-dir", default="/var/lib/elastic-slurm/license-sync", help="where the state file lives")
+    state = parser.add_mutually_exclusive_group()
+    state.add_argument("--manifest", help="the runtime manifest: the state goes to license-sync/ in its state_dir "
+                       "(what slurm-license-sync.service passes; the exporter reads it there)")  # fmt: skip
+    state.add_argument("--state-dir", help=f"where the state file lives (default: {DEFAULT_STATE_DIR})")
     parser.add_argument("--log-file", default=None, help="also log to this file")
     parser.add_argument("--dry-run", action="store_true", help="decide and log, change nothing")
     parser.add_argument("--host", default=None, help="this controller's Slurm name (default: hostname)")
@@ -71,14 +84,17 @@ def main(argv: Sequence[str] | None = None, gate: primary.Gate | None = None) ->
     log = logs.setup(args.log_file, "slurm-license-sync")
     try:
         config = _load_config(args)
-    except _Usage as exc:
+        state_dir = (
+            state_dir_of(load_manifest(args.manifest)) if args.manifest else Path(args.state_dir or DEFAULT_STATE_DIR)
+        )
+        state_path = state_dir / STATE_FILE
+    except (_Usage, ManifestError) as exc:
         log.error("%s", exc)
         return 2
     gate = gate or primary.Gate.for_slurm(None, None, args.host)
     if not gate.speaks():
         log.info("%s is not the acting controller: standing by", gate.host)
         return 0
-    state_path = Path(args.state_dir) / STATE_FILE
     servers = LicenseServerTools(config.lmutil, config.rlmutil, config.timeout_seconds)
     slurm = SlurmCommands(config.local_cluster, timeout=config.timeout_seconds)
     try:

@@ -41,18 +41,29 @@ def lmstat_with_usage(fixture: str, feature: str, in_use: int, target: Path) -> 
 
 
 def run_license_sync(
-    config: ElasticSlurmConfig, cluster: str, layout: Layout, env: dict[str, str], view: enter.View
+    config: ElasticSlurmConfig,
+    cluster: str,
+    layout: Layout,
+    env: dict[str, str],
+    view: enter.View,
+    by_manifest: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """One run of the sync CLI (what the systemd timer runs: the image's /opt/elastic-slurm/bin/slurm-license-sync,
-    as `slurm`, on the controller `view`) for `cluster`, state under the layout's state dir; `env` gives the PATH
-    (with a fake lmutil first, see fake_lmutil; the host part of it is dropped inside the root)."""
+    as `slurm`, on the controller `view`) for `cluster`: with the local cloud's manifest, as
+    assets/systemd/slurm-license-sync.service passes it (the state goes to license-sync/ in the plugin's state dir,
+    where the exporter reads it), or, `by_manifest=False` (a bare slurmdbd has no manifest), with that directory.
+    `env` gives the PATH (with a fake lmutil first, see fake_lmutil; the host part of it is dropped inside the root)."""
     sync_file = layout.etc / "license-sync.json"
     sync_file.write_text(sync_config_from(config, cluster).model_dump_json())
-    state = layout.plugin_state / "license-sync"  # where the exporter looks: license-sync/ in the plugin's state dir
+    state = layout.plugin_state / "license-sync"
+    argv = ["/opt/elastic-slurm/bin/slurm-license-sync", "--config", str(sync_file)]
     slurm = enter.user(view.root, "slurm")
-    state.mkdir(exist_ok=True)
-    os.chown(state, slurm.uid, slurm.gid)
-    argv = ["/opt/elastic-slurm/bin/slurm-license-sync", "--config", str(sync_file), "--state-dir", str(state)]
+    if by_manifest:
+        argv += ["--manifest", str(layout.manifest)]
+    else:
+        state.mkdir(exist_ok=True)
+        os.chown(state, slurm.uid, slurm.gid)
+        argv += ["--state-dir", str(state)]
     inside = [p for p in env["PATH"].split(":") if p.startswith(str(layout.root)) and p != str(layout.hostbin)]
     run_env = enter.user_env(slurm, {"PATH": ":".join([*inside, enter.ROOT_PATH])})
     return subprocess.run(

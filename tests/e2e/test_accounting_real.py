@@ -266,7 +266,7 @@ def _fake_lmutil(dbd: Dbd, fixture: str, exit_code: int) -> dict[str, str]:
 
 
 def _sync(dbd: Dbd, config: ElasticSlurmConfig, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_license_sync(config, "alpha", dbd.layout, env, dbd.view)
+    return run_license_sync(config, "alpha", dbd.layout, env, dbd.view, by_manifest=False)  # no manifest here
 
 
 def _count(dbd: Dbd, name: str) -> int:

@@ -175,7 +175,7 @@ def test_slurms_state_is_on_the_controllers_own_file_system_which_no_instance_se
     assert (cloud.layout.on_controller_state(state) / "clustername").read_text().startswith(f"{cluster}|")
     assert cloud.on_controller(["mountpoint", "-q", CONTROLLER_STATE_MOUNT]).returncode == 0
     units = cloud.layout.machine_dir("controller") / "etc-systemd"
-    for unit in ("slurmctld", "slurmdbd", "slurm-clustermgr", "slurm-exporter"):
+    for unit in ("slurmctld", "slurmdbd", "slurm-clustermgr", "slurm-exporter", "slurm-license-sync"):
         dropin = (units / f"{unit}.service.d" / "elastic-slurm-state.conf").read_text()
         assert dropin.startswith(f"[Unit]\nRequiresMountsFor={state} "), unit
     instance = cloud.instance_view("i-probe")

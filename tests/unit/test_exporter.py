@@ -329,13 +329,45 @@ def test_the_event_log_tail_reads_the_rest_of_a_rotated_file_then_the_new_one(
     assert [e["node"] for e in events.Tail(tmp_path).read()] == ["n1", "n2", "n3"]  # a new exporter reads both
 
 
-def test_the_exporter_reads_license_sync_state_where_the_sync_unit_writes_it_on_ec2() -> None:
-    from slurm_plugin.exporter.main import LICENSE_SYNC_DIR
-    from slurm_plugin.powersave.state import LOCAL_STATE_DIR
+def test_the_exporter_reads_license_sync_state_where_the_sync_unit_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both follow the manifest: license-sync/ in the plugin's state dir, on the controllers' own file system with two
+    controllers (found by review: the unit wrote /var/lib/elastic-slurm/license-sync, the exporter of a
+    two-controller cluster read the shared state dir, so its license metrics stayed empty)."""
+    from slurm_plugin.exporter.main import build_collector, build_parser
+    from slurm_plugin.licenses import cli as license_cli
+    from slurm_plugin.licenses.sync import ServerHealth, SyncResult, SyncState
+    from slurm_plugin.manifest import write_manifest
 
-    unit = Path(__file__).resolve().parents[2] / "assets" / "systemd" / "slurm-license-sync.service"
-    written = unit.read_text().split("--state-dir ", 1)[1].split()[0]
-    assert written == str(Path(LOCAL_STATE_DIR) / LICENSE_SYNC_DIR)  # one controller's plugin state dir
+    units = Path(__file__).resolve().parents[2] / "assets" / "systemd"
+    sync_exec = (units / "slurm-license-sync.service").read_text().split("\nExecStart=", 1)[1].split("\n", 1)[0]
+    exporter_exec = (units / "slurm-exporter.service").read_text().split("\nExecStart=", 1)[1].split("\n", 1)[0]
+    manifest_path = exporter_exec.split("--manifest ", 1)[1].split()[0]
+    assert f"--manifest {manifest_path} " in sync_exec and "--state-dir" not in sync_exec
+
+    shared = tmp_path / "slurm-state" / "c1" / "plugin"  # a two-controller cluster's plugin state dir
+    manifest = _manifest(shared)
+    write_manifest(manifest, tmp_path / "manifest.json")
+    config = tmp_path / "sync.json"
+    config.write_text('{"local_cluster": "c1", "licenses": []}')
+    synced = SyncState(servers={"27000@lic": ServerHealth(last_success=time.time())})
+    monkeypatch.setattr(license_cli, "run_sync", lambda *a, **k: SyncResult(updates=[], failures=[], state=synced))
+    speaks = type("Gate", (), {"host": "ctl-a", "speaks": lambda self: True})()
+    argv = ["--config", str(config), "--manifest", str(tmp_path / "manifest.json")]
+    assert license_cli.main(argv, gate=speaks) == 0
+    written = shared / license_cli.STATE_SUBDIR / license_cli.STATE_FILE
+    assert written.exists()
+    collector = build_collector(manifest, build_parser().parse_args(["--manifest", str(tmp_path / "manifest.json")]))
+    assert collector.plugin.license_state == written  # the exporter reads what the sync wrote
+
+
+def test_a_license_sync_with_an_unreadable_manifest_says_so_in_one_line(tmp_path: Path) -> None:
+    from slurm_plugin.licenses import cli as license_cli
+
+    config = tmp_path / "sync.json"
+    config.write_text('{"local_cluster": "c1", "licenses": []}')
+    assert license_cli.main(["--config", str(config), "--manifest", str(tmp_path / "none.json")]) == 2
 
 
 def test_every_variable_of_the_exporter_unit_is_written_before_the_boot_enables_it() -> None:
