@@ -48,6 +48,8 @@ FSTAB_JQ = (
     r' .options + ",_netdev,nofail", "0", "0"] | map(fstab) | join(" "))'
 )
 
+MOUNT_TRIES, MOUNT_RETRY_SECONDS = 12, 10  # the mount loop's tries of each mount, and the wait between them
+
 # The Slurm daemons' units that need every shared file system (slurmd on compute nodes, sackd on login nodes: the
 # users' files; slurmctld needs only its StateSaveLocation, config apply's own drop-in), and the mounts parameter's
 # mount points as their drop-in's `RequiresMountsFor=` lines (a plain path, the same check as FSTAB_JQ's: no blank,
@@ -116,7 +118,13 @@ _PRELUDE = [
     "  if ! awk -v m=\"$mount_point\" '$2 == m {found=1} END {exit !found}' /etc/fstab; then",
     "    printf '%s\\n' \"$line\" >> /etc/fstab",
     "  fi",
-    '  mountpoint -q "$mount_point" || mount "$mount_point"',
+    "  # EFS resolves a new mount target's DNS name up to 90 s after creating it (a deploy that adds a file system",
+    "  # replaces the controllers right after): try for two minutes before failing the boot",
+    "  tries=1",
+    '  until mountpoint -q "$mount_point" || mount "$mount_point"; do',
+    f'    [ "$tries" -lt {MOUNT_TRIES} ] || {{ echo "cannot mount $mount_point" >&2; exit 1; }}',
+    f"    tries=$((tries + 1)); sleep {MOUNT_RETRY_SECONDS}",
+    "  done",
     "done",
     *MOUNT_DEPENDENCIES,
     "# users and groups from the site's directory (clusters[].directory), if any: sssd (assets/bootstrap)",

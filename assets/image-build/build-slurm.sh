@@ -10,7 +10,8 @@ set -euo pipefail
 . "$(dirname "$0")/os-lib.sh"
 source_ref="$1" sha256="$2" version="$3"
 pmix=$(os_value pmix)
-# The slurm account has the same ids on every image: controller, backup and compute share StateSaveLocation on EFS.
+# The slurm account has the same ids on every image: what it owns on EFS (Slurm's state on the controllers' own file
+# system, shared by the primary and the backup; the plugin's files on the users' one) keeps its owner on every node.
 SLURM_UID=64030 SLURM_GID=64030
 
 work=$(mktemp -d)

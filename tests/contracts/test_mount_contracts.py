@@ -27,6 +27,7 @@ import pytest
 
 from localcloud.aws.iam_requests import AuthzRequest
 from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT
+from stacks.user_data import MOUNT_RETRY_SECONDS, MOUNT_TRIES, boot_commands
 from tests.aws.iam_eval import ANONYMOUS, evaluate
 from tests.cdk.conftest import Assembly
 from tests.contracts.cfn_resolve import ResolveError, Resolver, Stack
@@ -98,7 +99,7 @@ def mount_loop(user_data: str) -> str:
     lines = user_data.splitlines()
     start = next((i for i, line in enumerate(lines) if _MOUNT_LOOP_START.match(line)), None)
     assert start is not None, "the user data has no mount loop reading /etc/elastic-slurm/mounts.json"
-    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "done")
+    end = next(i for i in range(start, len(lines)) if lines[i] == "done")  # the loop's own (inner ones are indented)
     return "\n".join(lines[start : end + 1])
 
 
@@ -117,6 +118,32 @@ def fstab_lines(loop: str, mounts_json: str, workdir: Path) -> list[FstabLine]:
         device, mount_point, fs_type, options, *_ = line.split()
         result.append(FstabLine(device, mount_point, fs_type, tuple(options.split(","))))
     return result
+
+
+def test_a_mount_that_fails_at_first_is_tried_again_and_one_that_keeps_failing_fails_the_boot(tmp_path: Path) -> None:
+    """EFS resolves a new mount target's name up to 90 s after creating it: the nodes' own mount loop tries each
+    mount MOUNT_TRIES times, MOUNT_RETRY_SECONDS apart (sleep stubbed), then fails the boot (set -e, pipefail)."""
+    loop = mount_loop("\n".join(boot_commands("compute", {"ES_CLUSTER": "c"})))
+    (tmp_path / "mounts.json").write_text(
+        '[{"source": "fs-1", "mount_point": "/shared", "type": "efs", "options": "tls"}]'
+    )
+    script = loop.replace("/etc/elastic-slurm/mounts.json", str(tmp_path / "mounts.json")).replace(
+        "/etc/fstab", str(tmp_path / "fstab")
+    )
+    (tmp_path / "fstab").write_text("")
+
+    def run(failures: int) -> tuple[int, int, str]:
+        tries = tmp_path / "tries"
+        tries.write_text("")
+        stubs = (f"set -euo pipefail\nmkdir() {{ :; }}\nmountpoint() {{ return 1; }}\nsleep() {{ :; }}\n"
+                 f"mount() {{ echo x >> {tries}; [ $(wc -l < {tries}) -gt {failures} ]; }}\n")  # fmt: skip
+        done = subprocess.run(["bash", "-c", stubs + script], capture_output=True, text=True, timeout=60)
+        return done.returncode, len(tries.read_text().splitlines()), done.stderr
+
+    assert run(failures=3) == (0, 4, "")  # mounted at the fourth try
+    code, tried, stderr = run(failures=MOUNT_TRIES)
+    assert code != 0 and tried == MOUNT_TRIES and "cannot mount /shared" in stderr
+    assert MOUNT_TRIES * MOUNT_RETRY_SECONDS >= 90 + MOUNT_RETRY_SECONDS  # EFS's documented delay, with a try after
 
 
 def mounting_roles(resolver: Resolver) -> list[MountingRole]:
