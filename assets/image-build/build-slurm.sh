@@ -6,7 +6,7 @@
 #
 # SOURCE is a URL or a local file (the local cloud passes its cached copy of the same tarball); the recipe's values
 # come from cluster_config/slurm_release.py. Executed by `make test` on Debian 13.
-set -euo pipefail
+set -euo pipefail  # and so no grep -q reading a pipe (tests/unit/test_pipefail_greps.py)
 . "$(dirname "$0")/os-lib.sh"
 source_ref="$1" sha256="$2" version="$3"
 pmix=$(os_value pmix)
@@ -54,13 +54,13 @@ make -C contribs/nss_slurm install > /dev/null
 # with it; installed in configure's PAM_DIR (the OS's security/ directory), found there by elastic-slurm-directory
 make -C contribs/pam_slurm_adopt > "$work/pam_slurm_adopt.log" 2>&1 || { tail -40 "$work/pam_slurm_adopt.log" >&2; exit 1; }
 make -C contribs/pam_slurm_adopt install > /dev/null
-if ! find /lib /lib64 /usr/lib /usr/lib64 -path '*/security/pam_slurm_adopt.so' 2>/dev/null | grep -q .; then
+if ! find /lib /lib64 /usr/lib /usr/lib64 -path '*/security/pam_slurm_adopt.so' 2>/dev/null | grep . > /dev/null; then
   echo "build-slurm.sh: the build installed no pam_slurm_adopt.so" >&2
   exit 1
 fi
 ldconfig
 # x86_64/aarch64 RPM systems search /usr/lib64, not /usr/lib (Debian finds it): tell their loader where it is
-if ! ldconfig -p | grep -q 'libnss_slurm\.so\.2 '; then echo /usr/lib > /etc/ld.so.conf.d/slurm-usr-lib.conf; ldconfig; fi
+if ! ldconfig -p | grep 'libnss_slurm\.so\.2 ' > /dev/null; then echo /usr/lib > /etc/ld.so.conf.d/slurm-usr-lib.conf; ldconfig; fi
 
 getent group slurm >/dev/null || groupadd --system --gid "$SLURM_GID" slurm
 id slurm >/dev/null 2>&1 || useradd --system --uid "$SLURM_UID" --gid slurm --home-dir /var/lib/slurm \

@@ -4,16 +4,18 @@
 #
 #   validate.sh VERSION
 set -euo pipefail
+# No `| grep -q` here: grep -q quits at the first match, the writer dies of SIGPIPE and pipefail fails the check at
+# random (ldconfig -p did); `grep ... > /dev/null` reads to the end (tests/unit/test_pipefail_greps.py).
 version="$1"
 prefix=/opt/elastic-slurm
 fail() { echo "validate.sh: $*" >&2; exit 1; }
 
 for daemon in slurmctld slurmd; do
-  "/usr/sbin/$daemon" -V | grep -qx "slurm $version" || fail "$daemon is not Slurm $version: $(/usr/sbin/$daemon -V)"
+  "/usr/sbin/$daemon" -V | grep -x "slurm $version" > /dev/null || fail "$daemon is not Slurm $version: $(/usr/sbin/$daemon -V)"
 done
 # slurmdbd -V reads slurmdbd.conf first (24.11), which an image has not: check it is there and fully linked
 [ -x /usr/sbin/slurmdbd ] || fail "no slurmdbd"
-! ldd /usr/sbin/slurmdbd | grep -q "not found" || fail "slurmdbd misses libraries: $(ldd /usr/sbin/slurmdbd | grep 'not found')"
+! ldd /usr/sbin/slurmdbd | grep "not found" > /dev/null || fail "slurmdbd misses libraries: $(ldd /usr/sbin/slurmdbd | grep 'not found')"
 for client in sinfo squeue sbatch srun scontrol sacctmgr; do command -v "$client" >/dev/null || fail "no $client"; done
 plugins=$(dirname "$(find /usr/lib /usr/lib64 -name cgroup_v2.so -path '*slurm*' 2>/dev/null | head -1)")
 [ "$plugins" != . ] || fail "no cgroup/v2 plugin (was Slurm configured without dbus?)"
@@ -22,8 +24,8 @@ for plugin in accounting_storage_slurmdbd accounting_storage_mysql auth_munge cr
   [ -f "$plugins/$plugin.so" ] || fail "no Slurm plugin $plugin in $plugins"
 done
 # nss_slurm: glibc loads NSS modules by soname through the loader cache, so that is where it must be
-ldconfig -p | grep -q 'libnss_slurm\.so\.2 ' || fail "no libnss_slurm.so.2 in the loader cache (contribs/nss_slurm)"
-! ldd "$(ldconfig -p | sed -n 's/.*libnss_slurm\.so\.2 .*=> //p' | head -1)" | grep -q "not found" \
+ldconfig -p | grep 'libnss_slurm\.so\.2 ' > /dev/null || fail "no libnss_slurm.so.2 in the loader cache (contribs/nss_slurm)"
+! ldd "$(ldconfig -p | sed -n 's/.*libnss_slurm\.so\.2 .*=> //p' | head -1)" | grep "not found" > /dev/null \
   || fail "libnss_slurm.so.2 misses libraries"
 command -v munged >/dev/null || fail "no munged"
 id slurm >/dev/null || fail "no slurm account"
