@@ -57,6 +57,8 @@ def test_a_directory_user_submits_from_the_login_node_and_runs_with_its_groups(c
     # sacct names the job's user and account: slurmctld resolved uid 3001 through the controller's sssd
     (line,) = cloud.slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "User,Account").split()
     assert line == "ldapuser|eda"
-    # the node it ran on was launched for it in the emulated EC2, and no instance is left without a node
-    assert [i.pool for i in cloud.instances()] == ["cpu-small"]
+    # the node it ran on was launched for it in the emulated EC2 (a boot that ran past ResumeTimeout on a busy machine
+    # is replaced: then two, both of that pool), and no instance is left without a node
+    pools = [i.pool for i in cloud.instances()]
+    assert pools and set(pools) == {"cpu-small"}
     assert_no_orphans(cloud)
