@@ -21,12 +21,12 @@ lint: setup
 typecheck: setup
 	.venv/bin/mypy cluster_config slurm_plugin elastic_slurm stacks lambdas localcloud app.py
 
-# setup, lint, typecheck and pytest; on a machine without the Slurm roots, their build overlaps lint, mypy and the tests
-# that need no root (scripts/test.sh). Tests run in 4 workers on 2 cores, one test file per worker at a time
-# (--dist loadfile): the e2e files mostly wait on Slurm's timers (the e2e files alone, 4 workers: 13 min 13 s at 114 %
-# CPU), yet 6 workers made the fresh-machine run slower (25.9 min against 23.4-23.8 with 4: each worker boots a
-# session local cloud of its own). Each e2e file starts its own local cloud (own state dir, ports claimed across
-# processes: localcloud/port_claims.py).
+# setup, lint, typecheck and pytest (scripts/test.sh); on a machine without the Slurm roots, their build overlaps
+# lint, mypy and the tests that need no root. The suite runs as two pytest runs side by side (--root-tests): the tests
+# that run Slurm (each e2e file starts its own local cloud: own state dir, ports claimed across processes,
+# localcloud/port_claims.py) in 6 workers, longest file first — they mostly wait on Slurm's timers (4 workers alone:
+# ~115 % CPU) — and the CPU-bound rest (synth, cfn-lint, units) in 2 workers. One test file per worker at a time
+# (--dist loadfile). A fresh machine: 19.7 min against 22.9 with one run of 4 workers.
 test:
 	@scripts/test.sh
 

@@ -10,6 +10,7 @@ shorter Slurm timers. MariaDB (the RDS stand-in) runs on the host with `my_cnf`;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from localcloud.layout import Layout
@@ -140,6 +141,11 @@ def slurmdbd_conf(layout: Layout, ports: Ports, db_password: str) -> str:
     )
 
 
+def mariadb_tmpdir(layout: Layout) -> Path:
+    """Where our MariaDB keeps its temporary tables (made by daemons.start_mariadb)."""
+    return layout.mysql / "tmp"
+
+
 def my_cnf(layout: Layout, ports: Ports) -> str:
     """MariaDB server + client options: our own datadir and socket, 127.0.0.1 only."""
     data = layout.mysql
@@ -149,6 +155,9 @@ def my_cnf(layout: Layout, ports: Ports) -> str:
             f"datadir={data / 'data'}",
             f"socket={data / 'mysqld.sock'}",
             f"pid-file={layout.pid_file('mariadbd')}",
+            # temporary tables in the state dir, not the host's /tmp, which every test and local cloud shares (seen:
+            # a bootstrap failing on "Error on delete of '/tmp/#sql-temptable-…'" with 6 local clouds booting at once)
+            f"tmpdir={mariadb_tmpdir(layout)}",
             "bind-address=127.0.0.1",
             f"port={ports.mysql}",
             "user=root",

@@ -14,19 +14,23 @@ mkdir -p .stamps
 # chromium: the REST API page's e2e test drives Debian's build headless (playwright never downloads a browser here)
 APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps slapd ldap-utils prometheus
   chromium)
+# what building the Slurm roots needs of them (mmdebstrap, unshare/mount, the venv): `setup.sh runtime` installs only
+# these, so scripts/test.sh starts the root builds before the rest (chromium alone is most of the download) goes in
+ROOT_BUILD_PACKAGES=(mmdebstrap perl python3-venv util-linux)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
   echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  case $p in
-    nodejs|npm) command -v node >/dev/null && command -v npm >/dev/null && continue ;;
-    python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null && continue ;;
-  esac
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+install_apt() {  # install_apt PACKAGE... : those of them not installed yet
+  local p policy missing=()
+  for p in "$@"; do
+    case $p in
+      nodejs|npm) command -v node >/dev/null && command -v npm >/dev/null && continue ;;
+      python3-venv) python3 -c 'import venv, ensurepip' 2>/dev/null && continue ;;
+    esac
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
   echo "setup: installing apt packages: ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   # slapd's package would start a system-wide directory on port 389: the local cloud runs its own under its state
@@ -40,7 +44,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
     || { [ -z "$policy" ] || as_root rm -f "$policy"; exit 1; }
   [ -z "$policy" ] || as_root rm -f "$policy"
-fi
+}
+if [ "${1:-}" = runtime ]; then install_apt "${ROOT_BUILD_PACKAGES[@]}"; else install_apt "${APT_PACKAGES[@]}"; fi
 # Services an earlier install started are left alone (we never stop what we did not start); the local cloud runs
 # its own MariaDB and slapd under its state dir.
 

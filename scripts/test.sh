@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: setup, lint, type check and the whole suite — with the Slurm roots built *meanwhile* on a machine that
-# lacks them (a fresh one). Each missing root's build starts as soon as the apt packages and the venv's runtime part
-# are in, in the background, in a session of its own. The suite runs in two parts side by side (`--root-tests`,
+# lacks them (a fresh one). Each missing root's build starts as soon as the apt packages it needs and the venv's
+# runtime part are in, in the background, in a session of its own. The suite runs in two parts side by side (`--root-tests`,
 # tests/conftest.py): the tests that run Slurm wait for their root's build (localcloud.image.one_builder) outside their
 # timeout — a failed build fails them with its one line — while the rest of the setup, lint, mypy and the tests that
 # need no root run. The builds are waited for before the script ends, whatever the tests did; an interrupt (Ctrl-C,
@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
-scripts/setup.sh runtime || exit 1  # apt packages and the venv's runtime part: enough to build the roots
+scripts/setup.sh runtime || exit 1  # the apt packages and the venv's runtime part the root builds need
 
 builders=()
 declare -A release_of=()
@@ -57,17 +57,16 @@ ELASTIC_SLURM_ROOTS=later scripts/setup.sh || finish 1  # the rest of the venv a
 # (a root's programs: the e2e files, each with a local cloud) mostly wait on Slurm's timers (4 workers alone kept the
 # CPU at ~115 %), so they get more workers (ELASTIC_SLURM_E2E_WORKERS, default 6), longest file first, and wait for
 # the root builds. The others (lint, mypy, synth, cfn-lint, units) are CPU-bound: 2 workers, overlapping the builds,
-# in a session of their own whose scheduler autogroup runs at nice 10 (nice -n where the kernel has no autogroups):
-# they take the CPU the builds and the local clouds leave, so no instance boot runs past a test's ResumeTimeout
-# because synth took its core (seen: a 34 s boot against 30 s). The Slurm part's output streams; the other part's
-# goes to .stamps/tests-no-root.log, printed when both are done.
+# in a session of their own (one scheduler autogroup, as the Slurm part's; tried: that autogroup at nice 10 starved
+# the shared synth past its 300 s timeout and made the run 2 min longer). The Slurm part's output streams; the other
+# part's goes to .stamps/tests-no-root.log, printed when both are done.
 pytest_common=(-q -ra --dist loadfile --durations=10)
 no_root_log=.stamps/tests-no-root.log
 setsid .venv/bin/python -m pytest "${pytest_common[@]}" -n "${ELASTIC_SLURM_E2E_WORKERS:-6}" --root-tests=only \
   --no-loadscope-reorder tests &
 slurm_tests=$!
 # shellcheck disable=SC2016  # expanded by the inner shell
-setsid sh -c 'echo 10 > /proc/self/autogroup 2>/dev/null; exec nice -n 10 "$@"' no-root bash -c '
+setsid bash -c '
   ELASTIC_SLURM_ROOTS=later make --no-print-directory lint typecheck && \
   .venv/bin/python -m pytest "$@" -n 2 --root-tests=none tests' no-root "${pytest_common[@]}" > "$no_root_log" 2>&1 &
 no_root_tests=$!

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from localcloud.conf import db_setup_sql, db_tls
+from localcloud.conf import db_setup_sql, db_tls, mariadb_tmpdir
 from localcloud.image.slurm_root import JOB_USER
 from localcloud.instances import enter
 from localcloud.layout import Layout
@@ -105,6 +105,7 @@ def start_mariadb(layout: Layout, db_password: str) -> int:
     tls = db_tls(layout)  # the server requires TLS (my.cnf); slurmdbd checks its certificate against this CA
     make_tls_files(Path(tls.directory), Path(tls.ca), Path(tls.cert), Path(tls.key))
     install = ["/usr/bin/mariadb-install-db", defaults, "--user=root", "--auth-root-authentication-method=socket"]
+    mariadb_tmpdir(layout).mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):  # seen once on a loaded machine: a bootstrap that aborted and then succeeded
         if (layout.mysql / "data" / "mysql").is_dir():
             break
