@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test`: setup, lint, type check and the whole suite — with the Slurm roots built *meanwhile* on a machine that
 # lacks them (a fresh one). Each missing root's build starts as soon as the apt packages it needs and the venv's
-# runtime part are in, in the background, in a session of its own. The suite runs in two parts side by side (`--root-tests`,
-# tests/conftest.py): the tests that run Slurm wait for their root's build (localcloud.image.one_builder) outside their
-# timeout — a failed build fails them with its one line — while the rest of the setup, lint, mypy and the tests that
-# need no root run. The builds are waited for before the script ends, whatever the tests did; an interrupt (Ctrl-C,
+# runtime part are in, in the background, in a session of its own. The suite runs in two parts side by side
+# (`--root-tests`, tests/conftest.py): the tests that run Slurm wait for their root's build
+# (localcloud.image.one_builder) outside their timeout — a failed build fails them with its one line — while the rest
+# of the setup, lint, mypy and the tests that need no root run; a failing lint or type check fails the run after both
+# parts. The builds are waited for before the script ends, whatever the tests did; an interrupt (Ctrl-C,
 # SIGTERM) stops them by their process groups, which removes their partial roots, and the Slurm part by SIGINT, which
 # tears its local clouds down.
 set -uo pipefail
