@@ -164,12 +164,17 @@ def test_cdk_cli_and_jsii_run_on_node_22_lts() -> None:
     assert version.startswith("v22."), version
 
 
-def test_every_recommended_feature_flag_is_set(tmp_path: Path) -> None:
-    env = synth_env(offline_env())
+FLAG_REPORT = "aws-cdk-lib/feature-flag-report"  # the cloud assembly's artifact `cdk flags` reads
+ALL_RECOMMENDED = "All feature flags are already set to their recommended values"
+
+
+def cdk_flags(assembly_dir: Path) -> str:
+    """`cdk flags` of a synthesized cloud assembly (`-a DIR`: the CLI reads the assembly's feature-flag report, the
+    app is not run again); its output."""
     result = subprocess.run(
-        [str(CDK_CLI), "flags", "--unstable=flags", "-c", f"config={EXAMPLES / 'minimal.yaml'}", "-o", str(tmp_path)],
-        cwd=REPO_ROOT,
-        env=env,
+        [str(CDK_CLI), "flags", "--unstable=flags", "-a", str(assembly_dir)],
+        cwd=assembly_dir,
+        env=synth_env(offline_env()),
         capture_output=True,
         text=True,
         check=False,
@@ -177,7 +182,37 @@ def test_every_recommended_feature_flag_is_set(tmp_path: Path) -> None:
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-2000:]
-    assert "All feature flags are already set to their recommended values" in output
+    return output
+
+
+def test_every_recommended_feature_flag_is_set(assemblies: dict[str, Assembly]) -> None:
+    flags = assemblies["minimal"].manifest()["artifacts"][FLAG_REPORT]["properties"]["flags"]
+    assert len(flags) > 50  # the report of every flag aws-cdk-lib knows, not an empty one
+    assert ALL_RECOMMENDED in cdk_flags(assemblies["minimal"].outdir)
+
+
+def test_a_flag_cdk_json_leaves_unset_at_a_non_recommended_default_is_reported(
+    assemblies: dict[str, Assembly], tmp_path: Path
+) -> None:
+    """The negative case: the same assembly as if cdk.json did not set one flag whose default (unconfigured
+    behaviour) is not the recommended value."""
+    copy = tmp_path / "assembly"
+    copy.mkdir()
+    manifest = assemblies["minimal"].manifest()
+    flags = manifest["artifacts"][FLAG_REPORT]["properties"]["flags"]
+    name, flag = next(
+        (n, f)
+        for n, f in flags.items()
+        if "userValue" in f and f.get("unconfiguredBehavesLike", {}).get("v2") != f["recommendedValue"]
+    )
+    del flag["userValue"]
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for template in assemblies["minimal"].outdir.glob("*.json"):
+        if template.name != "manifest.json":
+            (copy / template.name).symlink_to(template)
+    output = cdk_flags(copy)
+    assert ALL_RECOMMENDED not in output
+    assert name in output
 
 
 def test_remote_region_stack_deploys_after_the_images_it_resolves(assemblies: dict[str, Assembly]) -> None:
