@@ -51,6 +51,19 @@ from tests.slurm_in_root import (  # noqa: E402
 )
 
 ROOT_PARTS = ("all", "none", "only")  # --root-tests: every test, those that need no Slurm root, those that need one
+# Directories of tests/ where no test needs a root: `--root-tests=only` does not collect them (each of its workers
+# would import and collect them only to deselect them); the other parts check that it stays true.
+ROOTLESS_DIRS = ("aws", "cdk", "contracts")
+TESTS_DIR = Path(__file__).parent
+
+
+def rootless_dir_of(path: Path) -> str | None:
+    """The ROOTLESS_DIRS entry `path` lies in, else None."""
+    try:
+        first = path.relative_to(TESTS_DIR).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in ROOTLESS_DIRS else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,12 +72,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "only those that do (scripts/test.sh runs the two parts side by side)")  # fmt: skip
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`--root-tests=only` skips the ROOTLESS_DIRS."""
+    if config.getoption("root_tests") == "only" and rootless_dir_of(collection_path) is not None:
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--root-tests` keeps one part of the suite, deselecting the other. The part that needs a root starts longest
     file first (tests/schedule_hint.py; scripts/test.sh turns xdist's own reorder, files with most tests first, off
     for it); the sort is stable: a file's tests stay together and every worker collects the same order, as xdist
-    requires."""
+    requires. A test in a ROOTLESS_DIRS directory that needs a root stops the run (the Slurm part would miss it)."""
     part = config.getoption("root_tests")
+    misplaced = [i.nodeid for i in items if rootless_dir_of(Path(i.path)) and needs_root(i) is not None]
+    if misplaced:
+        raise pytest.UsageError(
+            f"{misplaced[0]} needs a Slurm root: tests/conftest.py ROOTLESS_DIRS must not name its directory"
+        )
     if part == "all":
         return
     kept: list[pytest.Item] = []

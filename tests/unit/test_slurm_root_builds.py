@@ -5,6 +5,7 @@ the roots, the tests that need none are collected first (tests/conftest.py)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,6 +222,22 @@ def test_the_suite_splits_into_the_tests_that_need_no_root_and_those_that_do() -
     assert sorted(map(ITEMS.index, kept)) == [0, 2, 3] and dropped == [ITEMS[1], ITEMS[4], ITEMS[5]]
     # every test is in exactly one part
     assert sorted(map(ITEMS.index, _collect("none", ITEMS)[0] + _collect("only", ITEMS)[0])) == list(range(len(ITEMS)))
+
+
+def test_the_slurm_part_does_not_collect_the_directories_without_root_tests() -> None:
+    only, other = FakeConfig("only"), FakeConfig("none")
+    assert conftest.pytest_ignore_collect(TESTS / "cdk" / "test_e.py", only) is True  # type: ignore[arg-type]
+    assert conftest.pytest_ignore_collect(TESTS / "contracts", only) is True  # type: ignore[arg-type]
+    assert conftest.pytest_ignore_collect(TESTS / "e2e" / "test_a.py", only) is None  # type: ignore[arg-type]
+    assert conftest.pytest_ignore_collect(TESTS / "cdk" / "test_e.py", other) is None  # type: ignore[arg-type]
+    assert conftest.pytest_ignore_collect(TESTS.parent / "cdk" / "x.py", only) is None  # type: ignore[arg-type]
+
+
+def test_a_root_test_in_a_directory_the_slurm_part_skips_stops_the_run() -> None:
+    misplaced = FakeItem(TESTS / "contracts" / "test_f.py", {"e2e": ()})
+    for part in ("all", "none"):
+        with pytest.raises(pytest.UsageError, match=re.escape("tests/contracts/test_f.py::test_x needs a Slurm root")):
+            _collect(part, [*ITEMS, misplaced])
 
 
 def test_the_tests_that_need_a_root_start_longest_file_first() -> None:
