@@ -30,10 +30,10 @@ typecheck: setup
 # that run Slurm (each e2e file starts its own local cloud: own state dir, ports claimed across processes,
 # localcloud/port_claims.py) in 6 workers, longest file first — they mostly wait on Slurm's timers (4 workers alone:
 # ~115 % CPU) — and the CPU-bound rest (synth, cfn-lint, units) in 2 workers. One test file per worker at a time
-# (--dist loadfile). Fresh clones on one 2-core machine, empty caches: 19.7, 21.1, 23.2 and 25.6 min (apt packages
-# installed), 23.6 (apt packages too). The run is CPU-bound (/proc/stat: both cores busy from minute 2 on; ~2,100
-# CPU-seconds by process accounting), and the machine's own speed drifts: the Slurm build's same 853 compiler runs cost
-# 171 CPU-seconds in the 21.1 min run and 208 in the 25.6 min one.
+# (--dist loadfile). Fresh clones on one 2-core machine, empty caches: 19.7, 21.1, 21.6, 23.2 and 25.6 min (apt
+# packages installed), 23.6 (apt packages too). The run is CPU-bound (/proc/stat: both cores busy from minute 2 on;
+# ~2,100 CPU-seconds by process accounting), and the machine's own speed drifts: the Slurm build's same 853 compiler
+# runs cost 171 CPU-seconds in the 21.1 min run and 208 in the 25.6 min one.
 test:
 	@scripts/test.sh
 
