@@ -3,7 +3,7 @@
 Everything goes by the tags the stacks and the plugin put on instances (stacks/naming.py): `elastic-slurm:cluster`
 on every instance of the cluster (stack tags, and the plugin's launch tags), `elastic-slurm:role` = `controller` or
 `compute` or `login` (with `elastic-slurm:login-pool`), and each controller's Name tag `<cluster>-controller-<index>` (stacks/cluster.py; the controller boot finds
-its peers the same way, assets/bootstrap/elastic-slurm-controller-hosts).
+its peers the same way, slurm_plugin/controller_hosts.py).
 
 Compute instances carry no node-name tag: the plugin links a Slurm node to its instance by NodeAddr = the instance's
 private IP (slurm_plugin/manager/reconcile.py), and the node ↔ instance map lives on the controllers

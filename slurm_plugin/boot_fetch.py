@@ -41,19 +41,33 @@ def write_private_bytes(path: Path, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def fetch(session: Any, secret_id: str, key_path: Path, names: Sequence[str], out: Path) -> None:
-    """Both reads; raises on any AWS error."""
-    secret = session.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
-    answer = session.client("ssm").get_parameters(Names=list(names)) if names else {"Parameters": []}
-    write_private_bytes(key_path, munge_key_bytes(secret))
-    document = {
+def parameters_document(answer: dict[str, Any]) -> dict[str, Any]:
+    """get-parameters' answer as `aws ssm get-parameters --output json` prints it (the fields the boot reads)."""
+    return {
         "Parameters": [
             {"Name": p["Name"], "Type": p.get("Type"), "Value": p["Value"], "Version": p.get("Version")}
             for p in answer.get("Parameters", [])
         ],
         "InvalidParameters": list(answer.get("InvalidParameters", [])),
     }
-    out.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def aws_error_line(program: str, exc: Exception) -> str:
+    """One line for a failed AWS call: `program: Operation: Code: message` (botocore's ClientError), else its text."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{program}: {exc.operation_name}: {error.get('Code', '?')}: {error.get('Message', exc)}"
+    return f"{program}: {' '.join(str(exc).split())}"
+
+
+def fetch(session: Any, secret_id: str, key_path: Path, names: Sequence[str], out: Path) -> None:
+    """Both reads; raises on any AWS error."""
+    secret = session.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+    answer = session.client("ssm").get_parameters(Names=list(names)) if names else {"Parameters": []}
+    write_private_bytes(key_path, munge_key_bytes(secret))
+    out.write_text(json.dumps(parameters_document(answer), indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,13 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         fetch(boto3.session.Session(), args.munge_secret, args.munge_key, args.parameters, args.parameters_out)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        operation = exc.operation_name
-        print(f"boot_fetch: {operation}: {error.get('Code', '?')}: {error.get('Message', exc)}", file=sys.stderr)
-        return 1
-    except (BotoCoreError, OSError) as exc:
-        print(f"boot_fetch: {exc}", file=sys.stderr)
+    except (ClientError, BotoCoreError, OSError) as exc:
+        print(aws_error_line("boot_fetch", exc), file=sys.stderr)
         return 1
     return 0
 

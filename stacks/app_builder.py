@@ -158,7 +158,7 @@ def _cluster_stacks(app: cdk.App, config: ElasticSlurmConfig, cluster: Cluster, 
         mount_points=mount_points,
         # only the accounting host's controller runs slurmdbd: another cluster of the file gets neither the database
         # secret nor its endpoint, so its role cannot read the secret (issue 30 #3); its slurm.conf names the host's
-        # slurmdbd (elastic-slurm-controller-hosts)
+        # slurmdbd (slurm_plugin/controller_hosts.py)
         database_secret=accounting.secret if accounting else None,
         database_endpoint=(accounting.endpoint if accounting else config.accounting.endpoint) if is_host else None,
         existing_database_secret_arn=config.accounting.secret_arn if is_host else None,

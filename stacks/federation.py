@@ -137,7 +137,7 @@ def add_federation_stacks(
 ) -> dict[str, list[cdk.Stack]]:
     """Peering stacks between federation members, by cluster; members' cluster stacks deploy after the owner's, and a
     member peered with the accounting host deploys after both stacks of that peering: its controller's boot reaches
-    slurmdbd on the host's controller 0 through them (assets/bootstrap/elastic-slurm-controller-hosts, then a 900 s
+    slurmdbd on the host's controller 0 through them (slurm_plugin/controller_hosts.py, then a 900 s
     wait for slurmdbd that fails the boot without a route, stacks/user_data.py)."""
     owner = munge_owner(config)
     if owner is None or config.federation is None:

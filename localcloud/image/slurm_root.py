@@ -45,7 +45,6 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-node-bootstrap",
     "assets/bootstrap/elastic-slurm-dirs",
     "assets/bootstrap/elastic-slurm-config-apply",
-    "assets/bootstrap/elastic-slurm-controller-hosts",
     "assets/bootstrap/elastic-slurm-imds-guard",
     "assets/bootstrap/elastic-slurm-custom-actions",
     "assets/bootstrap/elastic-slurm-wait-predecessor",

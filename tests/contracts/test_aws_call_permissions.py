@@ -8,7 +8,7 @@ the launch templates) come from the synthesized templates, resolved by tests/con
 node runs as is read from the template too: each launch template's user data names its role (`ES_ROLE`) and its
 instance profile names the IAM role; the deconfigure Lambda names its role.
 
-Classified by hand (each with its reason, in `RESOURCES_OF` and `LOCALS`): which resource a call acts on where the
+Classified by hand (each with its reason, in `RESOURCES_OF`, `RESOURCES_AT` and `LOCALS`): which resource a call acts on where the
 code passes a value from a shell variable or a module constant, not an env value; `ssm:SendCommand` on the AWS-owned
 document (no account in its ARN: the evaluator cannot evaluate it, docs/iam.md). Not evaluated: AWS managed policies
 (`AmazonSSMManagedInstanceCore`; only our statements are).
@@ -177,7 +177,6 @@ def _queue_arn(url: str) -> str:
 
 # Shell variables the scripts fill at run time (not env values), by hand: what each holds
 LOCALS: dict[str, Callable[[Context], list[str]]] = {
-    "url": Context.config_object,  # elastic-slurm-config-apply: the config parameter's value
     "script": Context.action_objects,  # elastic-slurm-custom-actions: each custom action's S3 script
     "secret": Context.directory_secret,  # elastic-slurm-directory: the directory section's bind password secret
 }
@@ -290,6 +289,9 @@ def requests_for(call: AwsCall, ctx: Context) -> list[AuthzRequest]:
         return _req(action, [_instance(ctx)], {f"aws:ResourceTag/{TAG_CLUSTER}": ctx.use.cluster})
     if action == "ssm:SendCommand":  # the deconfigure Lambda: to submit hosts (and the AWS-owned document)
         return _req(action, [_instance(ctx)], {f"aws:ResourceTag/{TAG_SUBMIT_HOST}": ctx.use.cluster})
+    module = call.origin.rsplit(":", 1)[0]
+    if (module, action) in RESOURCES_AT:
+        return _req(action, RESOURCES_AT[(module, action)](ctx), CONTEXT_OF.get(action, {}))
     if action in RESOURCES_OF:
         return _req(action, RESOURCES_OF[action](ctx), CONTEXT_OF.get(action, {}))
     # no resource-level permissions (Describe*, pricing, PutMetricData): authorized on "*"; an action on resources
@@ -311,6 +313,15 @@ RESOURCES_OF: dict[str, Callable[[Context], list[str]]] = {
     # slurm_plugin/manager/events.py: the events queue (ES_EVENTS_QUEUE is its URL)
     "sqs:ReceiveMessage": lambda c: _env_resources(c, "ES_EVENTS_QUEUE", _queue_arn),
     "sqs:DeleteMessage": lambda c: _env_resources(c, "ES_EVENTS_QUEUE", _queue_arn),
+}
+# ... where one module's call acts on other resources than the action's other callers
+RESOURCES_AT: dict[tuple[str, str], Callable[[Context], list[str]]] = {
+    # slurm_plugin/config_fetch.py, run by elastic-slurm-config-apply with --parameters "$ES_CONFIG_PARAMETER"
+    # "$ES_CONF_SERVER_PARAMETER" "$ES_DEPLOYED_INFRA" and --download-named "$ES_CONFIG_PARAMETER"
+    ("slurm_plugin/config_fetch.py", "ssm:GetParameters"): lambda c: [
+        c.parameter(c.use.env[v]) for v in ("ES_CONFIG_PARAMETER", "ES_CONF_SERVER_PARAMETER", "ES_DEPLOYED_INFRA")
+    ],
+    ("slurm_plugin/config_fetch.py", "s3:GetObject"): Context.config_object,
 }
 CONTEXT_OF: dict[str, dict[str, Any]] = {"cloudwatch:PutMetricData": {"cloudwatch:namespace": NAMESPACE}}
 

@@ -96,7 +96,7 @@ def _instance_keys(cloud: LocalCloud) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("sid", "step"),
     [
-        ("ReadClusterConfig", "aws s3 cp"),
+        ("ReadClusterConfig", "slurm_plugin.config_fetch"),  # the config object: S3 GetObject
         ("ReadClusterParameters", "slurm_plugin.boot_fetch"),  # the munge key and the boot parameters, one process
     ],
 )

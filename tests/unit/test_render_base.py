@@ -3,7 +3,6 @@ host lookup of the controller's user data (run with a fake `aws`)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -198,51 +197,6 @@ def test_bad_base_options_are_one_line(
     assert main(["render", config, "--cache", cache, "--out", str(tmp_path / "out"), *extra]) == 2
     assert capsys.readouterr().err.splitlines() == [f"elastic-slurm render: {message}"]
     assert not (tmp_path / "out" / "slurm.conf").exists()
-
-
-FAKE_AWS = """#!/bin/sh
-# fake `aws ec2 describe-instances`: answers by the Name tag filter
-case "$*" in
-  *Values=c1-controller-0\\ *) printf 'ip-127-0-0-10.ec2.internal\\t127.0.0.10\\n' ;;
-  *Values=c1-controller-1\\ *) printf 'ip-127-0-0-11.ec2.internal\\t127.0.0.11\\n' ;;
-  *) echo None ;;
-esac
-"""
-
-
-def test_controller_boot_finds_both_controllers_by_their_name_tags(tmp_path: Path) -> None:
-    config = tmp_path / "cluster.yaml"
-    config.write_text(
-        (ROOT / "cluster_config" / "examples" / "minimal.yaml")
-        .read_text()
-        .replace("name: minimal", "name: c1\n    controller: {count: 2}")
-    )
-    (tmp_path / "aws").write_text(FAKE_AWS)
-    (tmp_path / "aws").chmod(0o755)
-    script = ROOT / "assets" / "bootstrap" / "elastic-slurm-controller-hosts"  # run by elastic-slurm-config-apply
-    env = {
-        "PATH": f"{tmp_path}:/usr/bin:/bin",
-        "ES_REGION": "us-east-1",
-        "HOME": str(tmp_path),
-        "ELASTIC_SLURM_PYTHON": str(ROOT / ".venv" / "bin" / "python"),
-    }
-    result = subprocess.run(
-        [str(script), str(config), "c1"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
-    assert result.returncode == 0, result.stderr
-    facts = subprocess.run(
-        [
-            "bash",
-            "-c",
-            '. /dev/stdin; echo "$ES_CONTROLLER_HOSTS|$ES_SHARED_MOUNT|$ES_SLURMDBD_HOST|$ES_ACCOUNTING_MODE"',
-        ],
-        input=result.stdout,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    # minimal.yaml keeps accounting: its slurmdbd runs on controller 0
-    assert facts.stdout.strip() == "ip-127-0-0-10(127.0.0.10),ip-127-0-0-11(127.0.0.11)|/shared|127.0.0.10|create"
 
 
 def test_compute_boot_exports_the_conf_server_before_the_bootstrap() -> None:
