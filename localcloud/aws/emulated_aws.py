@@ -1,16 +1,23 @@
 """The emulated AWS API: moto in server mode on 127.0.0.1 (one process, every region) behind the fault middleware.
 
-Run standalone: `python -m localcloud.aws.emulated_aws --port P [--log-dir D]` (prints `READY <url>` when serving).
-From Python: `EmulatedAws.start(log_dir)` starts that as a child process and returns a handle to talk to it; `stop()`
-ends exactly that process. Clients use dummy credentials until `enforce_iam(admin)` turns moto's IAM enforcement on
-(then every request must be signed by an emulated IAM user allowed the action; see localcloud/aws/iam.py); nothing
-leaves the loopback interface.
+Run standalone: `python -m localcloud.aws.emulated_aws --port P` (prints `READY <url>` when serving).
+From Python: `EmulatedAws.start(log_dir)` starts a server and returns a handle to talk to it; `stop()` ends exactly
+that process. Starting one means importing moto's EC2 models (about 2 CPU-seconds, most of a server's start), so a
+process starts its servers from a zygote of its own: `python -m localcloud.aws.emulated_aws --servers`, started at the
+first `start()`, imports all that once and forks each server (its own session, stdout to its log, the environment of
+that first start) from it; it ends when
+the process that started it does (end of its standard input). Servers outlive it (`ps` shows them with its command
+line) and their handles stop them by PID. Clients use dummy credentials until `enforce_iam(admin)` turns moto's IAM
+enforcement on (then every request must be signed by an emulated IAM user allowed the action; see
+localcloud/aws/iam.py); nothing leaves the loopback interface.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
+import importlib
 import json
 import os
 import secrets
@@ -18,7 +25,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import traceback
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +80,7 @@ class EmulatedAws:
 
     url: str
     pid: int
-    process: subprocess.Popen[bytes] | None = None
+    started: bool = False  # by this handle's start() (stop() then waits for its end)
     access_key: tuple[str, str, str | None] = (
         DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
@@ -80,24 +89,15 @@ class EmulatedAws:
 
     @classmethod
     def start(cls, log_dir: Path, port: int | None = None, timeout: float = 60.0) -> EmulatedAws:
-        """Start the server as a child process and wait until it answers."""
+        """Start a server (forked by this process's zygote) and wait until it answers."""
         log_dir.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
-        log = open(log_dir / "emulated-aws.log", "ab")  # noqa: SIM115 - handed to the child
-        process = subprocess.Popen(
-            [sys.executable, "-m", "localcloud.aws.emulated_aws", "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            cwd=Path(__file__).resolve().parents[2],
-        )
-        log.close()
-        handle = cls(url=f"http://127.0.0.1:{port}", pid=process.pid, process=process)
+        log = log_dir / "emulated-aws.log"
+        handle = cls(url=f"http://127.0.0.1:{port}", pid=_zygote().spawn(port, log), started=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"emulated AWS exited with {process.returncode}; see {log_dir}/emulated-aws.log")
+            if not _alive(handle.pid):
+                raise RuntimeError(f"emulated AWS exited; see {log}")
             try:
                 handle._request("GET", "/_localcloud/faults")
                 return handle
@@ -107,18 +107,19 @@ class EmulatedAws:
         raise RuntimeError(f"emulated AWS did not answer on {handle.url} within {timeout:.0f} s")
 
     def stop(self) -> None:
-        """Stop the server process we started (by PID; SIGTERM, then SIGKILL)."""
-        if self.process is not None:
-            if self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait()
-            return
+        """Stop the server: SIGTERM by PID; one this handle started is waited for (SIGKILL after 10 s)."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
+        if not self.started:
+            return
+        deadline = time.monotonic() + 10
+        while _alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(self.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            while _alive(self.pid):
+                time.sleep(0.05)
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         """A boto3 client for this server: dummy credentials, or the admin user's once IAM is enforced."""
@@ -176,6 +177,106 @@ class EmulatedAws:
         request.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read() or b"null")
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (not a zombie; the zygote reaps its servers at once, so an ended one is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class _Zygote:
+    """This process's zygote: `spawn` asks it for a server and answers the server's PID."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "localcloud.aws.emulated_aws", "--servers"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # never signalled with the caller's process group (Ctrl-C of a test run)
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        self.lock = threading.Lock()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End the zygote (its servers go on): end of its input, then SIGKILL if it is still importing after 5 s."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def spawn(self, port: int, log: Path) -> int:
+        request = {"port": port, "log": str(log)}
+        with self.lock:
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.process.stdin.write(json.dumps(request).encode() + b"\n")
+            self.process.stdin.flush()
+            answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the emulated AWS zygote ended ({self.process.wait()}); see {log}")
+        return int(json.loads(answer)["pid"])
+
+
+# what `serve` and `build_app` import (moto's EC2 models are most of a server's start), imported once by the zygote
+PRELOADED = (
+    "moto.ec2.models",
+    "moto.moto_server.threaded_moto_server",
+    "moto.moto_server.werkzeug_app",
+    "werkzeug.serving",
+    "localcloud.aws.fault_middleware",
+    "localcloud.aws.iam_gate",
+    "localcloud.aws.instance_topology",
+    "localcloud.aws.moto_speedups",
+    "localcloud.aws.moto_status_filters",
+    "localcloud.aws.moto_subnet_ips",
+    "localcloud.aws.spot_history",
+)
+_ZYGOTE: _Zygote | None = None
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def _zygote() -> _Zygote:
+    """This process's zygote, started at the first call (again if it ended)."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE is None or _ZYGOTE.process.poll() is not None:
+            _ZYGOTE = _Zygote()
+        return _ZYGOTE
+
+
+def zygote() -> None:
+    """The zygote's loop: import what a server imports, then fork one server per request line until stdin ends."""
+    for module in PRELOADED:
+        importlib.import_module(module)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a server that ends is reaped at once
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:  # the server
+            try:
+                os.setsid()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+                serve(int(request["port"]))
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+            os._exit(0)
+        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.flush()
 
 
 def build_app() -> Any:
@@ -262,8 +363,12 @@ def main() -> None:
     """Command-line entry: `python -m localcloud.aws.emulated_aws --port P`."""
     parser = argparse.ArgumentParser(description="Emulated AWS API (moto server + fault injection) on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
+    parser.add_argument("--servers", action="store_true", help="fork a server per JSON request line on stdin")
     args = parser.parse_args()
-    serve(args.port or free_port())
+    if args.servers:
+        zygote()
+    else:
+        serve(args.port or free_port())
 
 
 if __name__ == "__main__":
