@@ -319,5 +319,6 @@ def test_a_failing_controller_boot_step_fails_local_up_with_the_reason_it_signal
     # what CloudFormation would show: the FAILURE signal's reason names the step and carries its output
     first = str(failed.value).splitlines()[0]
     assert first.startswith("controller boot failed (signal): elastic-slurm boot: FAILED at line"), first
-    assert "elastic-slurm-config-apply" in first and "aws s3 cp" in first and "404" in first, first
+    assert "elastic-slurm-config-apply" in first and "slurm_plugin.config_fetch" in first, first
+    assert "config_fetch: GetObject: NoSuchBucket" in first, first  # the download's own one-line error
     assert not cloud.is_up()
