@@ -57,6 +57,11 @@ ROOTLESS_DIRS = ("aws", "cdk", "contracts")
 TESTS_DIR = Path(__file__).parent
 
 
+# A test module elsewhere (but tests/e2e/) whose text names neither marker a root test carries (`needs_root`) holds
+# none either: `--root-tests=only` does not import it; the other parts check that every root test's module names one.
+ROOT_MARKS = ("slurm_root", "mark.e2e")
+
+
 def rootless_dir_of(path: Path) -> str | None:
     """The ROOTLESS_DIRS entry `path` lies in, else None."""
     try:
@@ -66,6 +71,17 @@ def rootless_dir_of(path: Path) -> str | None:
     return first if first in ROOTLESS_DIRS else None
 
 
+def rootless_module(path: Path) -> bool:
+    """A test module outside tests/e2e/ whose text names no ROOT_MARKS entry (so it can hold no root test)."""
+    if not (path.name.startswith("test_") and path.suffix == ".py") or path.parent == TESTS_DIR / "e2e":
+        return False
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return not any(mark in text for mark in ROOT_MARKS)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--root-tests", choices=ROOT_PARTS, default="all",
                      help="all: every test (default); none: only those that run no program of a Slurm root; only: "
@@ -73,8 +89,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """`--root-tests=only` skips the ROOTLESS_DIRS."""
-    if config.getoption("root_tests") == "only" and rootless_dir_of(collection_path) is not None:
+    """`--root-tests=only` skips the ROOTLESS_DIRS and the rootless modules (importing them costs each of its workers
+    seconds of CPU, only to deselect their tests)."""
+    if config.getoption("root_tests") == "only" and (
+        rootless_dir_of(collection_path) is not None or rootless_module(collection_path)
+    ):
         return True
     return None
 
@@ -89,6 +108,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError(
             f"{misplaced[0]} needs a Slurm root: tests/conftest.py ROOTLESS_DIRS must not name its directory"
+        )
+    unnamed = [i.nodeid for i in items if needs_root(i) is not None and rootless_module(Path(i.path))]
+    if unnamed:
+        raise pytest.UsageError(
+            f"{unnamed[0]} needs a Slurm root, but its module names no {' or '.join(ROOT_MARKS)} (tests/conftest.py "
+            "ROOT_MARKS): the Slurm part would not collect it"
         )
     if part == "all":
         return

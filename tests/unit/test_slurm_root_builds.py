@@ -240,6 +240,27 @@ def test_a_root_test_in_a_directory_the_slurm_part_skips_stops_the_run() -> None
             _collect(part, [*ITEMS, misplaced])
 
 
+def test_the_slurm_part_does_not_import_the_modules_that_name_no_root_mark(tmp_path: Path) -> None:
+    only, other = FakeConfig("only"), FakeConfig("none")
+    plain, marked, helper = tmp_path / "test_plain.py", tmp_path / "test_marked.py", tmp_path / "helpers.py"
+    plain.write_text("def test_x():\n    pass\n")
+    marked.write_text("import pytest\n\npytestmark = pytest.mark." + "e2e\n")
+    helper.write_text("X = 1\n")
+    assert conftest.rootless_module(plain) and conftest.pytest_ignore_collect(plain, only) is True  # type: ignore[arg-type]
+    assert not conftest.rootless_module(marked) and conftest.pytest_ignore_collect(marked, only) is None  # type: ignore[arg-type]
+    assert not conftest.rootless_module(helper)  # not a test module: collected as ever
+    assert conftest.pytest_ignore_collect(plain, other) is None  # type: ignore[arg-type]
+    assert not conftest.rootless_module(TESTS / "e2e" / "test_cost_e2e.py")  # tests/e2e/: root tests by their place
+
+
+def test_a_root_test_in_a_module_that_names_no_root_mark_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    unnamed = FakeItem(TESTS / "unit" / "test_g.py", {"e2e": ()})  # marked e2e by, say, a conftest hook
+    monkeypatch.setattr(conftest, "rootless_module", lambda path: path == unnamed.path)
+    for part in ("all", "none"):
+        with pytest.raises(pytest.UsageError, match=re.escape("tests/unit/test_g.py::test_x needs a Slurm root, but")):
+            _collect(part, [*ITEMS, unnamed])
+
+
 def test_the_tests_that_need_a_root_start_longest_file_first() -> None:
     """The files that need a root by their seconds in tests/root_test_seconds.json, longest first; a file the hint
     does not know counts as UNKNOWN_SECONDS; a file's tests stay together in their order (a stable sort)."""
