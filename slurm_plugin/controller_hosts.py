@@ -86,14 +86,14 @@ def newest_host(pages: Sequence[dict[str, Any]]) -> Host | None:
     return Host(name, address) if _LABEL.fullmatch(name) else None
 
 
-def find_host(ec2: Any, region: str, cluster: str, index: int, sleep: Callable[[float], None] = time.sleep) -> Host:
+def find_host(ec2: Any, region: str, cluster: str, index: int) -> Host:
     """Controller `index` of `cluster` in `region` (ec2: a client of that region); NotFound after LOOKUPS tries."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     last = ""
     for attempt in range(LOOKUPS):
         if attempt:
-            sleep(LOOKUP_PAUSE)
+            time.sleep(LOOKUP_PAUSE)
         try:
             pages = list(ec2.get_paginator("describe_instances").paginate(Filters=controller_filters(cluster, index)))
         except (BotoCoreError, ClientError) as exc:
@@ -129,25 +129,19 @@ class Facts:
         return "\n".join(lines) + "\n"
 
 
-def facts(
-    config: Any,
-    cluster_name: str,
-    region: str,
-    ec2_in: Callable[[str], Any],
-    sleep: Callable[[float], None] = time.sleep,
-) -> Facts:
+def facts(config: Any, cluster_name: str, region: str, ec2_in: Callable[[str], Any]) -> Facts:
     """The facts of `cluster_name` (whose controllers run in `region`); ec2_in(region) gives an EC2 client."""
     from slurm_plugin.render.manifest import shared_mount
 
     cluster = config.cluster(cluster_name)
-    hosts = [find_host(ec2_in(region), region, cluster_name, i, sleep) for i in range(cluster.controller.count)]
+    hosts = [find_host(ec2_in(region), region, cluster_name, i) for i in range(cluster.controller.count)]
     dbd_ip = ""
     if config.accounting.mode != "none":
         host_cluster = config.cluster(config.accounting_host)
         if host_cluster.name == cluster_name and host_cluster.region == region:
             dbd_ip = hosts[0].ip  # this cluster keeps the accounting: its controller 0, just found
         else:
-            dbd_ip = find_host(ec2_in(host_cluster.region), host_cluster.region, host_cluster.name, 0, sleep).ip
+            dbd_ip = find_host(ec2_in(host_cluster.region), host_cluster.region, host_cluster.name, 0).ip
     return Facts(
         controller_hosts=",".join(f"{h.name}({h.ip})" for h in hosts),
         slurmdbd_host=dbd_ip,
