@@ -35,10 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from localcloud import port_claims
 from localcloud.aws.faults import Faults
+from localcloud.services import procs
 
 if TYPE_CHECKING:
     from localcloud.aws.iam import Credentials
 
+MODULE = "localcloud.aws.emulated_aws"  # in every server's command line (the zygote's, which forks them)
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -108,6 +110,8 @@ class EmulatedAws:
 
     def stop(self) -> None:
         """Stop the server: SIGTERM by PID; one this handle started is waited for (SIGKILL after 10 s)."""
+        if self.started and not _alive(self.pid):
+            return  # ended already: never signal a PID that may be another process's now
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGTERM)
         if not self.started:
@@ -180,12 +184,9 @@ class EmulatedAws:
 
 
 def _alive(pid: int) -> bool:
-    """Whether `pid` runs (not a zombie; the zygote reaps its servers at once, so an ended one is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    """Whether `pid` is still a server of ours (a running process, not a zombie, with this module in its command
+    line: never a reused PID); the zygote reaps its servers at once."""
+    return procs.is_ours(pid, MODULE)
 
 
 class _Zygote:
@@ -193,7 +194,7 @@ class _Zygote:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "localcloud.aws.emulated_aws", "--servers"],
+            [sys.executable, "-m", MODULE, "--servers"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # never signalled with the caller's process group (Ctrl-C of a test run)
