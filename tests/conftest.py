@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS, EmulatedAws
-from tests import schedule_hint
+from tests import schedule_hint, synth
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")  # never phone home from tests
@@ -130,11 +130,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
-    """A test that runs programs of a Slurm root starts once that root is built: waited for here, before its fixtures
-    (a module's local cloud boots from it) and outside its timeout (pytest-timeout's timer starts inside this)."""
+    """A test that runs programs of a Slurm root starts once that root is built, and one that reads the synthesized
+    assemblies once they are (tests/synth.py): both waited for here, before its fixtures and outside its timeout
+    (pytest-timeout's timer starts inside this)."""
     major = needs_root(item)
     if major is not None:
         wait_for_root(major)
+    if synth.needs_assemblies(item):
+        synth.shared_assemblies(item.config._tmp_path_factory)  # type: ignore[attr-defined]  # pytest's own
     return (yield)
 
 

@@ -6,11 +6,14 @@ Assertions then read the cloud assemblies (templates, manifest.json, validation-
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO_ROOT / "cluster_config" / "examples").glob("*.yaml")) + sorted(
     (Path(__file__).parent / "cdk" / "configs").glob("*.yaml")
 )
-SYNTH_TIMEOUT = 300
+# One synth alone (inside a test's timeout, 600 s): minutes on a busy machine, never this long unless it hangs.
+SYNTH_TIMEOUT = 480
+# Every config's synth together, run before the first test that reads them starts its timeout: a bound for a hang.
+SHARED_SYNTH_DEADLINE = 1800
 # A developer iterating on one stack may synthesize fewer configs: ES_SYNTH_ONLY=minimal,remote-region (stems).
 # `make test` never sets it.
 if os.environ.get("ES_SYNTH_ONLY"):
@@ -68,62 +74,100 @@ def offline_env() -> dict[str, str]:
     return env
 
 
-def synth_once(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    """`elastic-slurm synth CONFIG --out OUT` with the real CDK CLI, offline; its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(out)],
-        cwd=REPO_ROOT,
-        env=offline_env(),
-        capture_output=True,
-        text=True,
-        timeout=SYNTH_TIMEOUT,
-        check=False,
+def _synth_command(config: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(out)]
+
+
+def _start(
+    argv: list[str], stdout: Any, stderr: Any, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A synth in a session (and process group) of its own: stopped as a whole, the CDK CLI and the app's node and
+    Python processes with it; and a scheduler autogroup of its own, as each daemon of the Slurm part's local clouds
+    has, so that part's dozens of sessions do not starve it."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=offline_env() if env is None else env,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
 
 
-def synthesize_all(base: Path) -> dict[str, Assembly]:
-    """Config stem → assembly, every config synthesized concurrently by the real CLI into `base`."""
-    running = []
-    for config in CONFIGS:
-        outdir = base / config.stem
-        log = (base / f"{config.stem}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "elastic_slurm.cli", "synth", str(config), "--out", str(outdir)],
-            cwd=REPO_ROOT,
-            env=offline_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        running.append((config, outdir, process, log))
-    result: dict[str, Assembly] = {}
+def _wait_or_stop(process: subprocess.Popen[bytes], seconds: float) -> int:
+    """The process's exit code; after `seconds`, -9: its whole group killed."""
     try:
-        for config, outdir, process, log in running:
-            try:
-                code = process.wait(timeout=SYNTH_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                code = process.wait()
+        return process.wait(timeout=max(0.0, seconds))
+    except subprocess.TimeoutExpired:
+        _stop_group(process)
+        return process.wait()
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the process's whole group while its leader is not reaped (its PID, the group's ID, is still ours)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def run_synth(
+    argv: list[str], cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`argv` (a synth), its stdout and stderr captured; killed with its whole group after SYNTH_TIMEOUT (-9)."""
+    process = _start(argv, subprocess.PIPE, subprocess.PIPE, cwd, env)
+    try:
+        out, err = process.communicate(timeout=SYNTH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _stop_group(process)
+        out, err = process.communicate()
+    text = [part.decode("utf-8", errors="replace") for part in (out, err)]
+    return subprocess.CompletedProcess(argv, process.returncode, text[0], text[1])
+
+
+def synth_once(config: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`elastic-slurm synth CONFIG --out OUT` with the real CDK CLI, offline; its output (stdout and stderr) captured."""
+    return run_synth(_synth_command(config, out))
+
+
+def synthesize_all(base: Path) -> dict[str, Assembly]:
+    """Config stem → assembly, every config synthesized concurrently by the real CLI into `base`, all within
+    SHARED_SYNTH_DEADLINE."""
+    deadline = time.monotonic() + SHARED_SYNTH_DEADLINE
+    running = []
+    try:
+        for config in CONFIGS:
+            log = (base / f"{config.stem}.log").open("wb")
+            running.append((config, _start(_synth_command(config, base / config.stem), log, subprocess.STDOUT), log))
+        result: dict[str, Assembly] = {}
+        for config, process, log in running:
+            code = _wait_or_stop(process, deadline - time.monotonic())
             log.close()
             output = (base / f"{config.stem}.log").read_text(encoding="utf-8", errors="replace")
-            result[config.stem] = Assembly(config, outdir, code, output)
+            result[config.stem] = Assembly(config, base / config.stem, code, output)
+        return result
     finally:
-        for _, _, process, log in running:
+        for _, process, log in running:
             if process.poll() is None:
-                process.kill()
-                process.wait()
+                _wait_or_stop(process, 0)
             log.close()
-    return result
 
 
-@pytest.fixture(scope="session")
-def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
-    """Config stem → synthesized assembly. Under pytest-xdist the workers of one run share one synthesis: the first
-    to arrive synthesizes into the run's common temp dir under a file lock, the others wait for it and read the same
-    (read-only) assemblies, so a `make test` synthesizes each config once, not once per worker."""
+_SHARED: dict[str, Assembly] = {}
+
+
+def shared_assemblies(factory: pytest.TempPathFactory) -> dict[str, Assembly]:
+    """Config stem → synthesized assembly, synthesized once per run. Under pytest-xdist the workers of one run share
+    one synthesis: the first to arrive synthesizes into the run's common temp dir under a file lock, the others wait
+    for it and read the same (read-only) assemblies, so a `make test` synthesizes each config once, not once per
+    worker. Called before a test's timeout starts (tests/conftest.py `pytest_runtest_protocol`): on a busy machine
+    the synthesis may take minutes, and what bounds it is SHARED_SYNTH_DEADLINE, not one test's timeout."""
+    if _SHARED:
+        return _SHARED
     if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return synthesize_all(tmp_path_factory.mktemp("cdk-out"))
-    shared = tmp_path_factory.getbasetemp().parent / "cdk-out-shared"  # the run's dir, common to its workers
+        _SHARED.update(synthesize_all(factory.mktemp("cdk-out")))
+        return _SHARED
+    shared = factory.getbasetemp().parent / "cdk-out-shared"  # the run's dir, common to its workers
     shared.mkdir(exist_ok=True)
     record = shared / "assemblies.json"
     with (shared.parent / "cdk-out-shared.lock").open("w") as lock:
@@ -132,10 +176,25 @@ def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
             result = synthesize_all(shared)
             data = {stem: [a.returncode, a.output] for stem, a in result.items()}
             record.write_text(json.dumps(data), encoding="utf-8")
-            return result
+            _SHARED.update(result)
+            return _SHARED
     data = json.loads(record.read_text(encoding="utf-8"))
     by_stem = {config.stem: config for config in CONFIGS}
-    return {stem: Assembly(by_stem[stem], shared / stem, code, output) for stem, (code, output) in data.items()}
+    _SHARED.update(
+        {stem: Assembly(by_stem[stem], shared / stem, code, output) for stem, (code, output) in data.items()}
+    )
+    return _SHARED
+
+
+def needs_assemblies(item: pytest.Item) -> bool:
+    """Whether `item` uses the shared assemblies (directly or through another fixture)."""
+    return "assemblies" in getattr(item, "fixturenames", ())
+
+
+@pytest.fixture(scope="session")
+def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Assembly]:
+    """Config stem → synthesized assembly (`shared_assemblies`)."""
+    return shared_assemblies(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

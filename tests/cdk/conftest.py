@@ -3,6 +3,6 @@ every test directory shares one synthesis per session). Re-exported here for the
 
 from __future__ import annotations
 
-from tests.synth import CONFIGS, REPO_ROOT, SYNTH_TIMEOUT, Assembly, offline_env, synth_once
+from tests.synth import CONFIGS, REPO_ROOT, Assembly, offline_env, run_synth, synth_once
 
-__all__ = ["CONFIGS", "REPO_ROOT", "SYNTH_TIMEOUT", "Assembly", "offline_env", "synth_once"]
+__all__ = ["CONFIGS", "REPO_ROOT", "Assembly", "offline_env", "run_synth", "synth_once"]

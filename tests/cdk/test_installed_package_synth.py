@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from stacks.image_source import ASSETS_NOT_SHIPPED
-from tests.cdk.conftest import SYNTH_TIMEOUT, offline_env
+from tests.cdk.conftest import offline_env, run_synth
 from tests.installed_package import NODE_PACKAGES, REPO_ROOT, Installed, build_and_install, build_wheel, tree
 
 pytestmark = pytest.mark.cdk
@@ -47,14 +47,10 @@ def synthesized(installed: Installed, tmp_path_factory: pytest.TempPathFactory) 
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     out = elsewhere / "out"
     env = installed.env(offline_env(), ELASTIC_SLURM_CDK=str(CDK))
-    result = subprocess.run(
+    result = run_synth(
         [str(installed.venv / "bin" / "elastic-slurm"), "synth", str(installed.site / EXAMPLE), "--out", str(out)],
         cwd=elsewhere,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=SYNTH_TIMEOUT,
-        check=False,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert "5 template(s)" in result.stdout

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import re
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from localcloud import conf
+from localcloud.aws.emulated_aws import free_port
 from localcloud.layout import Layout
 from localcloud.services import daemons, procs
 from localcloud.services.db_tls import make_tls_files
@@ -133,12 +133,6 @@ def test_the_image_step_installs_only_a_bundle_of_rds_cas(tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------ the local cloud's MariaDB: TLS required
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Layout, int]]:
     if subprocess.run(
@@ -147,7 +141,7 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Layout, 
         pytest.skip("MariaDB is not installed")
     layout = Layout(tmp_path_factory.mktemp("db"))
     layout.create()
-    port = _free_port()
+    port = free_port()
     ports = conf.Ports(aws=0, mysql=port, slurmctld=0, slurmdbd=0, slurmd_base=0, sackd=0)
     layout.my_cnf.write_text(conf.my_cnf(layout, ports))
     pid = daemons.start_mariadb(layout, "pw-tls-test")

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from cluster_config import load
+from localcloud.aws.emulated_aws import free_port
 from slurm_plugin.render.base import BaseSettings, render_base_conf, render_cgroup_conf
 from slurm_plugin.render.cluster import RenderOptions, render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
 from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
 from tests.unit.cache_fixture import fixture_cache
-from tests.unit.test_render_slurm_parse import READY, SLURMCTLD, _free_port
+from tests.unit.test_render_slurm_parse import READY, SLURMCTLD
 
 MUNGED = Path("/usr/sbin/munged")
 SCONTROL = Path("/usr/bin/scontrol")
@@ -54,7 +55,7 @@ def test_slurmctld_starts_from_the_production_base(controllers: int, munge_socke
     config = load(config_path)
     me = socket.gethostname().split(".")[0]
     hosts = (f"{me}(127.0.0.1)", "ctl-backup(127.0.0.2)")[:controllers]
-    port = _free_port()
+    port = free_port()
     settings = BaseSettings(
         controller_hosts=hosts,
         fragments_path=str(tmp_path / "slurm-elastic.conf"),
@@ -64,7 +65,7 @@ def test_slurmctld_starts_from_the_production_base(controllers: int, munge_socke
         pid_dir=str(tmp_path),
         slurm_user="root",
         slurmctld_port=port,
-        slurmd_port=_free_port(),
+        slurmd_port=free_port(),
     )
     rendered = render_cluster(
         config,

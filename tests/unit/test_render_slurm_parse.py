@@ -7,7 +7,6 @@ local cloud's Slurm root (tests/slurm_in_root.py), the release the images build.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cluster_config import load
+from localcloud.aws.emulated_aws import free_port
 from slurm_plugin.render.cluster import RenderOptions, render_cluster
 from slurm_plugin.render.manifest import placeholder_infra
 from tests.slurm_in_root import SKIP_REASON, available, in_root, root_env, stop
@@ -30,19 +30,13 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _base_conf(root: Path, include: Path, munge: Path) -> str:
     return "\n".join(
         [
             "ClusterName=rendertest",
             "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",
             "SlurmUser=root",
             "AuthType=auth/munge",
             f"AuthInfo=socket={munge}",
@@ -90,7 +84,7 @@ def test_slurmctld_accepts_rendered_example(path: Path, tmp_path: Path, munge_so
     # AccountingStorageTRES=gres/gpu (rendered for GPU pools when accounting is on) without one: render as without
     config = config.model_copy(update={"accounting": config.accounting.model_copy(update={"mode": "none"})})
     cluster = config.clusters[0]
-    options = RenderOptions(slurmd_port_base=_free_port() if path.stem == "local-demo" else None)
+    options = RenderOptions(slurmd_port_base=free_port() if path.stem == "local-demo" else None)
     rendered = render_cluster(config, cluster.name, placeholder_infra(cluster), fixture_cache(), options)
     (tmp_path / "state").mkdir()
     (tmp_path / "elastic.conf").write_text(rendered.slurm_conf)
