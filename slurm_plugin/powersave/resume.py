@@ -164,15 +164,25 @@ def spare(manifest_path: str) -> int:
     for region in sorted({loc.region for pool in manifest.pools for loc in pool.locations}):
         warm.client(region)
     waiting_room = spares.spares_dir(manifest.state_dir)
+    code = spares.code_fingerprint()
 
     def still_wanted() -> bool:  # the cluster is still here and no other spare waits
         return Path(manifest_path).exists() and spares.waiting(waiting_room) == 0
 
-    def next_spare() -> None:  # claimed: the next request finds a spare too
-        if still_wanted():
-            spares.spawn(MODULE, os.path.abspath(manifest_path), manifest.log_file)
+    def serve() -> int:
+        return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted, next_spare)
 
-    return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted, next_spare)
+    def next_spare() -> None:  # claimed: the next request finds a spare too
+        if not still_wanted():
+            return
+        # forked from this one while the plugin on disk is the one this process imported; else a fresh interpreter
+        pid = spares.fork_successor(serve) if spares.code_fingerprint() == code else None
+        how = "forked" if pid is not None else "started"
+        if pid is None:
+            pid = spares.spawn(MODULE, os.path.abspath(manifest_path), manifest.log_file)
+        print(f"spare {os.getpid()}: claimed; next spare {pid} {how}", file=sys.stderr, flush=True)
+
+    return serve()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ stand-in `scontrol` (the local cloud e2e tests run them with real Slurm)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -81,6 +82,26 @@ def test_the_next_resume_goes_to_the_waiting_spare_and_a_new_spare_waits(
     # each bound instance names its node for the node's bootstrap (slurm_plugin/powersave/node_names.py)
     names = {p.read_text().strip() for p in Path(manifest.node_names_dir or "").iterdir()}
     assert names == {"cpu-c7i-1", "cpu-c7i-2"}
+
+
+def test_each_claimed_spare_forks_the_next_and_the_forked_ones_serve(
+    aws: EmulatedAws, deployed: tuple[Manifest, Path]
+) -> None:
+    manifest, path = deployed
+    room = spare.spares_dir(manifest.state_dir)
+    assert _resume(path, "cpu-c7i-1").returncode == 0  # no spare yet: a worker, which starts a spare (interpreter)
+    served = []
+    for node in ("cpu-c7i-2", "cpu-c7i-3", "cpu-c7i-4"):
+        _wait(_idle(manifest), "the previous request served and a spare waiting")
+        (waiting,) = [int(n.split(".")[0]) for n in os.listdir(room)]
+        assert _resume(path, node).returncode == 0
+        served.append(waiting)
+    _wait(_idle(manifest), "the last request served and a spare waiting")
+    log = Path(manifest.log_file).read_text(encoding="utf-8")
+    for claimed, successor in itertools.pairwise(served):
+        assert f"spare {claimed}: claimed; next spare {successor} forked" in log  # the next request's spare
+    assert len(live_instances(aws, manifest.cluster)) == 4
+    assert set(state.node_map(manifest.state_dir)) == {f"cpu-c7i-{i}" for i in range(1, 5)}
 
 
 def test_an_early_launch_without_a_waiting_spare_does_nothing(

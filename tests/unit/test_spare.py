@@ -8,7 +8,10 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
+
+import pytest
 
 from slurm_plugin.powersave import spare
 
@@ -95,3 +98,43 @@ def test_a_dead_spares_fifo_is_not_counted_as_waiting_and_is_removed(tmp_path: P
     proc.wait(timeout=20)
     assert spare.waiting(waiting_room) == 0
     assert os.listdir(waiting_room) == []
+
+
+def test_a_forked_successor_runs_in_a_session_of_its_own_and_exits_with_its_code(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+
+    def run() -> int:
+        seen.write_text(f"{os.getpid()} {os.getsid(0)}")
+        return 5
+
+    pid = spare.fork_successor(run)
+    assert pid is not None
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 5
+    assert seen.read_text() == f"{pid} {pid}"  # the successor leads a new session, as a spawned spare does
+
+
+def test_no_fork_while_a_second_thread_runs(tmp_path: Path) -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert spare.fork_successor(lambda: 0) is None  # the caller starts a fresh interpreter instead
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_the_code_fingerprint_changes_when_a_loaded_plugin_module_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("X = 1\n")
+    module = types.ModuleType("slurm_plugin._fingerprint_probe")
+    module.__file__ = str(probe)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    before = spare.code_fingerprint()
+    assert (str(probe), probe.stat().st_mtime_ns, 6) in before
+    assert spare.code_fingerprint() == before
+    probe.write_text("X = 22\n")  # an upgrade rewrites the file: another size (and mtime)
+    assert spare.code_fingerprint() != before
