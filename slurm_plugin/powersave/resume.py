@@ -146,12 +146,25 @@ def worker(directory: Path, warm: Ec2 | None = None) -> int:
     return 0
 
 
+def serve_request(directory: Path, warm: Ec2) -> int:
+    """A spare's request: a resume, or (its `kind` says) a suspend or resume-fail (suspend.py); exit code."""
+    from slurm_plugin.powersave import suspend
+
+    try:
+        kind = json.loads((directory / "request.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError):
+        kind = None  # the resume worker reports the unreadable request
+    if kind in (suspend.SUSPEND, suspend.RESUME_FAIL):
+        return suspend.worker(directory, warm)
+    return worker(directory, warm)
+
+
 def spare(manifest_path: str) -> int:
     """A spare worker (spare.py): do the imports and make the EC2 clients now, then wait for a request."""
     from pathlib import Path
 
     from slurm_plugin.manifest import ManifestError, load_manifest
-    from slurm_plugin.powersave import launcher  # noqa: F401  (imported now, not at the request)
+    from slurm_plugin.powersave import launcher, terminator  # noqa: F401  (imported now, not at the request)
     from slurm_plugin.powersave import spare as spares
     from slurm_plugin.powersave.ec2 import Ec2
 
@@ -170,7 +183,7 @@ def spare(manifest_path: str) -> int:
         return Path(manifest_path).exists() and spares.waiting(waiting_room) == 0
 
     def serve() -> int:
-        return spares.serve(waiting_room, lambda line: worker(Path(line), warm), still_wanted, next_spare)
+        return spares.serve(waiting_room, lambda line: serve_request(Path(line), warm), still_wanted, next_spare)
 
     def next_spare() -> None:  # claimed: the next request finds a spare too
         if not still_wanted():

@@ -1,7 +1,7 @@
 """SuspendProgram (`slurm-suspend HOSTLIST`) and ResumeFailProgram (`slurm-resume-fail HOSTLIST`).
 
 Both validate the hostlist against the manifest in the foreground (unknown node or bad hostlist: one-line error,
-exit 2, nothing touched), then a detached worker terminates the instances behind the nodes (terminator.py) and
+exit 2, nothing touched), then a waiting spare worker (spare.py) or a detached worker of its own terminates the instances behind the nodes (terminator.py) and
 resets NodeAddr. Resume-fail also powers the nodes down with a `(Code:ResumeFailed)` reason so they return to idle~.
 """
 
@@ -18,6 +18,7 @@ from slurm_plugin.hostlists import expand
 from slurm_plugin.powersave.background import (
     DEFAULT_MANIFEST,
     MANIFEST_ENV,
+    USE_SPARES,
     hand_off,
 )
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from slurm_plugin.manifest import Manifest
+    from slurm_plugin.powersave.ec2 import Ec2
 
 SUSPEND = "slurm-suspend"
 RESUME_FAIL = "slurm-resume-fail"
@@ -40,12 +42,14 @@ def _parser(name: str, what: str) -> argparse.ArgumentParser:
 
 
 def foreground(name: str, hostlist: str) -> int:
-    """Validate and hand the nodes to a worker; exit code."""
-    return hand_off(name, "slurm_plugin.powersave.suspend", hostlist, None, {"kind": name})
+    """Validate and hand the nodes to a waiting spare worker (spare.py: the resume spares serve these requests too,
+    by their `kind`), else to a worker of its own; exit code."""
+    return hand_off(name, "slurm_plugin.powersave.suspend", hostlist, None, {"kind": name}, spares=USE_SPARES)
 
 
-def worker(directory: Path) -> int:
-    """The background half: find, terminate, reset."""
+def worker(directory: Path, warm: Ec2 | None = None) -> int:
+    """The background half: find, terminate, reset. `warm`: EC2 clients a spare made ahead (used when they were made
+    for this manifest's endpoint and state dir)."""
     from slurm_plugin import logs
     from slurm_plugin.manifest import ManifestError, load_manifest
     from slurm_plugin.powersave.ec2 import Ec2
@@ -69,7 +73,10 @@ def worker(directory: Path) -> int:
         outcome = terminate_nodes(
             manifest,
             nodes,
-            Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
+            warm
+            if warm is not None
+            and (warm.endpoint_url, warm.state_dir) == (manifest.aws_endpoint_url, manifest.state_dir)
+            else Ec2(manifest.aws_endpoint_url, state_dir=manifest.state_dir),
             slurm,
             f"request {request['request_id']}",
             reason,

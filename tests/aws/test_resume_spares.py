@@ -50,6 +50,19 @@ def _resume(manifest_file: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+def _suspend(manifest_file: Path, hostlist: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ELASTIC_SLURM_MANIFEST": str(manifest_file)}
+    return subprocess.run(
+        [sys.executable, "-m", "slurm_plugin.powersave.suspend", hostlist],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO,
+    )
+
+
 def _wait(predicate: Callable[[], bool], what: str, limit: float = 90.0) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -157,3 +170,20 @@ def test_prime_starts_one_spare_and_no_second(deployed: tuple[Manifest, Path]) -
     assert _resume(path, "--prime").returncode == 0  # the controller's config apply runs it again on every sync
     time.sleep(2)  # a second spare would have made its FIFO by now
     assert spare.waiting(room) == 1
+
+
+def test_a_suspend_goes_to_the_waiting_spare_which_terminates_the_instance(
+    aws: EmulatedAws, deployed: tuple[Manifest, Path]
+) -> None:
+    manifest, path = deployed
+    room = spare.spares_dir(manifest.state_dir)
+    assert _resume(path, "cpu-c7i-1").returncode == 0
+    _wait(_idle(manifest), "the resume served and a spare waiting")
+    (waiting,) = [int(n.split(".")[0]) for n in os.listdir(room)]
+    done = _suspend(path, "cpu-c7i-1")
+    assert done.returncode == 0, done.stderr
+    _wait(lambda: live_instances(aws, manifest.cluster) == [], "the instance to be terminated")
+    _wait(_idle(manifest), "the suspend served and the next spare waiting")
+    log = Path(manifest.log_file).read_text(encoding="utf-8")
+    assert f"slurm-suspend of 1 nodes handed to worker pid {waiting}" in log  # the spare, not a new interpreter
+    assert "cpu-c7i-1" not in state.node_map(manifest.state_dir)
