@@ -57,6 +57,16 @@ def daemon_port_range() -> range:
     return range(DAEMON_PORTS_FROM, ephemeral)
 
 
+def _exiting(pid: int) -> bool:
+    """`pid` still exists and is not a zombie yet (a process that has stopped running this module may still be in
+    its exit)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1, below the kernel's ephemeral range: between this pick and the daemon's
     bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did; and
@@ -124,6 +134,11 @@ class EmulatedAws:
                 os.kill(self.pid, signal.SIGKILL)
             while _alive(self.pid):
                 time.sleep(0.05)
+        # its command line reads empty once the exit has released its memory, before it closes its files (its port):
+        # wait until it is gone or a zombie (only waited for: nothing is signalled past this point)
+        deadline = time.monotonic() + 10
+        while _exiting(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def client(self, service: str, region: str = "us-east-1") -> Any:
         """A boto3 client for this server: dummy credentials, or the admin user's once IAM is enforced."""

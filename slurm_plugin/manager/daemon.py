@@ -39,6 +39,7 @@ from slurm_plugin.powersave.slurm import SlurmError
 from slurm_plugin.telemetry import events as event_log
 
 NAME = "slurm-clustermgr"
+INTERVAL = 45.0  # seconds between cycles, by default (each reads the whole node table once)
 LOG = logging.getLogger(NAME)
 
 
@@ -188,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "cool-down, spot events, health, always-on nodes). Acts only on the active controller.")  # fmt: skip
     parser.add_argument("--manifest", required=True, help="runtime manifest (JSON) written by `elastic-slurm render`")
     parser.add_argument("--once", action="store_true", help="run one cycle and exit (1 if any action failed)")
-    parser.add_argument("--interval", type=_positive, default=45, help="seconds between cycles (default 45)")
+    parser.add_argument(
+        "--interval", type=_positive, default=INTERVAL, help=f"seconds between cycles (default {INTERVAL:g})"
+    )
     parser.add_argument("--resume-timeout", type=_positive, default=None,
                         help="override every pool's ResumeTimeout (default: each pool's, from the manifest)")  # fmt: skip
     parser.add_argument("--orphan-grace", type=_positive, default=300,
