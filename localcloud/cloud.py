@@ -391,7 +391,7 @@ class LocalCloud(CloudOps):
             for index, host in enumerate(hosts):
                 LOG.info("booting controller %s from its user data (Slurm %s)", host.hostname, info.slurm_version)
                 machine = view if index == 0 else self.controller(index)
-                # the instance id IMDS would give the user data (elastic-slurm-wait-predecessor looks itself up by it)
+                # the instance id IMDS would give the user data (slurm_plugin.predecessor looks itself up by it)
                 marker = {daemons.CLOUD_MARKER: str(layout.root), "ELASTIC_SLURM_INSTANCE_ID": host.instance_id}
                 signal_url = controller_boot.wait_condition_url(aws.url)
                 own = self._controller_values(index, host.private_ip, ports)

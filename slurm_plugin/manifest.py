@@ -13,11 +13,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from slurm_plugin.powersave.background import MANIFEST_SCHEMA_VERSION  # the foreground checks it without pydantic
+from slurm_plugin.tags import TAG_CLUSTER as TAG_CLUSTER  # re-exported: the plugin's modules import them from here
+from slurm_plugin.tags import TAG_LAUNCH_REQUEST as TAG_LAUNCH_REQUEST
+from slurm_plugin.tags import TAG_POOL as TAG_POOL
 
 # Tag keys put on every instance the plugin launches.
-TAG_CLUSTER = "elastic-slurm:cluster"
-TAG_POOL = "elastic-slurm:pool"
-TAG_LAUNCH_REQUEST = "elastic-slurm:launch-request"
 
 
 class _Frozen(BaseModel):

@@ -7,8 +7,8 @@ Pure functions only; nothing here touches CDK. It lives in slurm_plugin, which e
 
 from __future__ import annotations
 
-from slurm_plugin.manifest import TAG_CLUSTER, TAG_POOL
 from slurm_plugin.render.base import SRUN_PORT_RANGE
+from slurm_plugin.tags import TAG_CLUSTER, TAG_LOGIN_POOL, TAG_POOL, TAG_ROLE, TAG_SUBMIT_HOST
 
 __all__ = [
     "SRUN_PORT_RANGE",
@@ -19,9 +19,6 @@ __all__ = [
     "TAG_SUBMIT_HOST",
 ]  # re-exported names too
 
-TAG_ROLE = "elastic-slurm:role"
-TAG_LOGIN_POOL = "elastic-slurm:login-pool"  # value: the login pool of a login node (no pool tag: no Slurm node)
-TAG_SUBMIT_HOST = "elastic-slurm:submit-host"  # value: the cluster a submit host belongs to
 PLACEHOLDER_ACCOUNT = "123456789012"
 
 # Slurm daemon ports (SlurmctldPort, SlurmdPort, DbdPort); the srun port range is render_base.SRUN_PORT_RANGE,

@@ -143,7 +143,7 @@ _PRELUDE = [
 _CONTROLLER = [
     "# a controller replacing another (CloudFormation creates the new instance, then deletes the old one) waits until",
     "# the old one is gone: never two slurmctld on one state directory, never two cluster managers",
-    f"{BIN}/elastic-slurm-wait-predecessor",
+    f"{VENV_PYTHON} -m slurm_plugin.predecessor",
     "# config (from the S3 object the config parameter names), instance cache, controller hosts by their Name tags,",
     "# render into /etc/slurm, the conf-server parameter for configless compute nodes, directories, license sync:",
     "# assets/bootstrap/elastic-slurm-config-apply, which slurm-config-sync.timer re-runs when a deploy changes the config",

@@ -31,7 +31,7 @@ done
 
 for program in bootstrap/elastic-slurm-node-bootstrap bootstrap/elastic-slurm-dirs bootstrap/elastic-slurm-config-apply \
     bootstrap/elastic-slurm-imds-guard bootstrap/elastic-slurm-custom-actions \
-    bootstrap/elastic-slurm-wait-predecessor bootstrap/elastic-slurm-directory bootstrap/elastic-slurm-smt-off \
+    bootstrap/elastic-slurm-directory bootstrap/elastic-slurm-smt-off \
     bootstrap/elastic-slurm-first-state-save \
     health/elastic-slurm-healthcheck health/elastic-slurm-longcheck-submit slurm/prolog-wait-for-boot.sh; do
   install -m 0755 "$assets/$program" "$prefix/bin/"

@@ -35,7 +35,7 @@ for unit in slurmctld slurmd slurmdbd slurm-clustermgr slurm-license-sync slurm-
   [ -f "/etc/systemd/system/$unit.service" ] || [ -f "/usr/lib/systemd/system/$unit.service" ] || fail "no unit $unit"
 done
 for program in elastic-slurm-node-bootstrap elastic-slurm-dirs elastic-slurm-config-apply \
-    elastic-slurm-imds-guard elastic-slurm-custom-actions elastic-slurm-wait-predecessor elastic-slurm-smt-off \
+    elastic-slurm-imds-guard elastic-slurm-custom-actions elastic-slurm-smt-off \
     elastic-slurm-directory elastic-slurm-healthcheck prolog-wait-for-boot.sh; do
   [ -x "$prefix/bin/$program" ] || fail "no $prefix/bin/$program"
 done

@@ -47,7 +47,6 @@ LINKED_PROGRAMS = (
     "assets/bootstrap/elastic-slurm-config-apply",
     "assets/bootstrap/elastic-slurm-imds-guard",
     "assets/bootstrap/elastic-slurm-custom-actions",
-    "assets/bootstrap/elastic-slurm-wait-predecessor",
     "assets/bootstrap/elastic-slurm-first-state-save",
     "assets/bootstrap/elastic-slurm-smt-off",
     "assets/bootstrap/elastic-slurm-directory",

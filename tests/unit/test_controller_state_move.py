@@ -36,9 +36,11 @@ class Boot:
         self.calls = root / "calls"
         self.bin = root / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
-        waiter = self.bin / "elastic-slurm-wait-predecessor"
-        waiter.write_text(f'#!/bin/bash\necho "wait-predecessor $*" >> {self.calls}\n')
-        waiter.chmod(0o755)
+        python = self.bin / "python"  # config apply's "$PY": the predecessor wait is `$PY -m slurm_plugin.predecessor`
+        python.write_text(
+            f'#!/bin/bash\n[ "$1 $2" = "-m slurm_plugin.predecessor" ] && echo "wait-predecessor ${{*:3}}" >> {self.calls}\n'
+        )
+        python.chmod(0o755)
 
     @property
     def old_state(self) -> Path:
@@ -55,7 +57,8 @@ class Boot:
                 'log() { echo "$*" >&2; }',
                 f'mountpoint() {{ [ "$2" = {self.own} ] && {"true" if mounted else "false"}; }}',
                 extra,
-                f"BIN={self.bin} ES_SHARED_MOUNT={self.shared} ES_CLUSTER=c ES_CONTROLLER_INDEX={self.index}",
+                f"BIN={self.bin} PY={self.bin / 'python'} ES_SHARED_MOUNT={self.shared} ES_CLUSTER=c"
+                f" ES_CONTROLLER_INDEX={self.index}",
                 f"reload={reload!r} state_dir={self.state_dir} plugin_state={self.plugin_state}",
                 _move_block(),
                 "echo applied",
