@@ -12,11 +12,12 @@ cd "$(dirname "$0")/.."
 mkdir -p .stamps
 
 # chromium: the REST API page's e2e test drives Debian's build headless (playwright never downloads a browser here)
-APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv nodejs npm util-linux procps slapd ldap-utils prometheus
+APT_PACKAGES=(mariadb-server mariadb-client mmdebstrap perl python3-venv gcc libc6-dev nodejs npm util-linux procps slapd ldap-utils prometheus
   chromium)
-# what building the Slurm roots needs of them (mmdebstrap, unshare/mount, the venv): `setup.sh runtime` installs only
-# these, so scripts/test.sh starts the root builds before the rest (chromium alone is most of the download) goes in
-ROOT_BUILD_PACKAGES=(mmdebstrap perl python3-venv util-linux)
+# what building the Slurm roots needs of them (mmdebstrap, unshare/mount, the venv, gcc for localcloud/native/):
+# `setup.sh runtime` installs only these, so scripts/test.sh starts the root builds before the rest (chromium alone is
+# most of the download) goes in
+ROOT_BUILD_PACKAGES=(mmdebstrap perl python3-venv util-linux gcc libc6-dev)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
   echo "setup: need root or sudo to install apt packages: ${APT_PACKAGES[*]}" >&2; exit 1; fi; }

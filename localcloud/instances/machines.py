@@ -196,14 +196,14 @@ def write_client_wrappers(layout: Layout, view: enter.View) -> None:
     environment. Mount namespaces need root, so the wrappers do too; the user switch happens at `chroot`."""
     layout.hostbin.mkdir(parents=True, exist_ok=True)
     argv = enter.argv(view, ["true"])
-    head = " ".join(shlex.quote(a) for a in argv[: argv.index("chroot")])
-    root = shlex.quote(str(view.root))
+    helper = shlex.quote(argv[0])
+    root_and_binds = " ".join(shlex.quote(a) for a in argv[1 : argv.index("--")])  # no option: the view has no hostname
     for client in CLIENTS:
         text = (
             "#!/bin/sh\n"
             f"# {client} of the local cloud's Slurm root, run on its controller (written by `elastic-slurm local up`).\n"
-            'spec=""; [ -n "${ES_LOCAL_USER:-}" ] && spec="--userspec=$ES_LOCAL_USER"\n'
-            f"exec {head} chroot $spec {root} "
+            'spec=""; [ -n "${ES_LOCAL_USER:-}" ] && spec="--userspec $ES_LOCAL_USER"\n'
+            f"exec {helper} $spec {root_and_binds} -- "
             f'/bin/sh -c \'cd "$0" 2>/dev/null || cd /; exec "$@"\' "$PWD" /usr/bin/{client} "$@"\n'
         )
         path = layout.hostbin / client
