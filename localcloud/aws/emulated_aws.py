@@ -57,16 +57,6 @@ def daemon_port_range() -> range:
     return range(DAEMON_PORTS_FROM, ephemeral)
 
 
-def _exiting(pid: int) -> bool:
-    """`pid` still exists and is not a zombie yet (a process that has stopped running this module may still be in
-    its exit)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1, below the kernel's ephemeral range: between this pick and the daemon's
     bind, an outgoing connection (every Slurm client, every HTTP call) may take any port of that range, and did; and
@@ -137,7 +127,7 @@ class EmulatedAws:
         # its command line reads empty once the exit has released its memory, before it closes its files (its port):
         # wait until it is gone or a zombie (only waited for: nothing is signalled past this point)
         deadline = time.monotonic() + 10
-        while _exiting(self.pid) and time.monotonic() < deadline:
+        while procs.running(self.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def client(self, service: str, region: str = "us-east-1") -> Any:

@@ -27,17 +27,18 @@ def cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def is_ours(pid: int, marker: str) -> bool:
-    """True when `pid` is alive, not a zombie, and its command line contains `marker`."""
-    if pid <= 1:
-        return False
+def running(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie (it may be in its exit still)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        return False
-    return marker in cmdline(pid)
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def is_ours(pid: int, marker: str) -> bool:
+    """True when `pid` is alive, not a zombie, and its command line contains `marker`."""
+    return pid > 1 and running(pid) and marker in cmdline(pid)
 
 
 def read_pid(path: Path) -> int | None:

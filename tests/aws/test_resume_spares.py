@@ -37,10 +37,11 @@ def deployed(manifest: Manifest, tmp_path: Path) -> tuple[Manifest, Path]:
     return final, path
 
 
-def _resume(manifest_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _program(module: str, manifest_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m slurm_plugin.powersave.<module> ARGS` as slurmctld (or the prolog) runs it."""
     env = {**os.environ, "ELASTIC_SLURM_MANIFEST": str(manifest_file), "SLURM_JOB_ID": "41"}
     return subprocess.run(
-        [sys.executable, "-m", "slurm_plugin.powersave.resume", *args],
+        [sys.executable, "-m", f"slurm_plugin.powersave.{module}", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -50,17 +51,8 @@ def _resume(manifest_file: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def _suspend(manifest_file: Path, hostlist: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ELASTIC_SLURM_MANIFEST": str(manifest_file)}
-    return subprocess.run(
-        [sys.executable, "-m", "slurm_plugin.powersave.suspend", hostlist],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=REPO,
-    )
+def _resume(manifest_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _program("resume", manifest_file, *args)
 
 
 def _wait(predicate: Callable[[], bool], what: str, limit: float = 90.0) -> None:
@@ -180,7 +172,7 @@ def test_a_suspend_goes_to_the_waiting_spare_which_terminates_the_instance(
     assert _resume(path, "cpu-c7i-1").returncode == 0
     _wait(_idle(manifest), "the resume served and a spare waiting")
     (waiting,) = [int(n.split(".")[0]) for n in os.listdir(room)]
-    done = _suspend(path, "cpu-c7i-1")
+    done = _program("suspend", path, "cpu-c7i-1")
     assert done.returncode == 0, done.stderr
     _wait(lambda: live_instances(aws, manifest.cluster) == [], "the instance to be terminated")
     _wait(_idle(manifest), "the suspend served and the next spare waiting")

@@ -12,15 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.services import procs
 from tests import synth
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_synth_past_its_time_is_killed_with_the_processes_it_started(tmp_path: Path) -> None:
@@ -35,9 +28,9 @@ def test_a_synth_past_its_time_is_killed_with_the_processes_it_started(tmp_path:
     assert os.getpgid(grandchild) == process.pid  # a group of its own, led by the synth
     assert synth._wait_or_stop(process, 0.2) == -9
     deadline = time.monotonic() + 10
-    while _alive(grandchild) and time.monotonic() < deadline:
+    while procs.running(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(grandchild)
+    assert not procs.running(grandchild)
 
 
 def test_a_finished_synth_returns_its_code_and_keeps_stdout_and_stderr_apart(monkeypatch: pytest.MonkeyPatch) -> None:
