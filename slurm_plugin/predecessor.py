@@ -154,6 +154,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         except OSError as exc:
             log(f"this instance's id: the instance metadata service did not answer ({exc})")
             return 1
+        if not _INSTANCE_ID.fullmatch(self_id):
+            log(f"this instance's id: the instance metadata service answered '{self_id[:40]}', not an instance id")
+            return 1
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 

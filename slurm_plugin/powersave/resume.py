@@ -164,7 +164,7 @@ def spare(manifest_path: str) -> int:
     from pathlib import Path
 
     from slurm_plugin.manifest import ManifestError, load_manifest
-    from slurm_plugin.powersave import launcher, terminator  # noqa: F401  (imported now, not at the request)
+    from slurm_plugin.powersave import launcher, suspend, terminator  # noqa: F401  (imported now, not at the request)
     from slurm_plugin.powersave import spare as spares
     from slurm_plugin.powersave.ec2 import Ec2
 
@@ -189,7 +189,7 @@ def spare(manifest_path: str) -> int:
         if not still_wanted():
             return
         # forked from this one while the plugin on disk is the one this process imported; else a fresh interpreter
-        pid = spares.fork_successor(serve) if spares.code_fingerprint() == code else None
+        pid = None if spares.code_changed(code) else spares.fork_successor(serve)
         how = "forked" if pid is not None else "started"
         if pid is None:
             pid = spares.spawn(MODULE, os.path.abspath(manifest_path), manifest.log_file)

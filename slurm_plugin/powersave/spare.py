@@ -97,19 +97,31 @@ def spawn(module: str, manifest_path: str, log_path: str) -> int:
     return start_detached([sys.executable, "-m", module, "--spare", manifest_path], log_path)
 
 
-def code_fingerprint() -> tuple[tuple[str, int, int], ...]:
+Fingerprint = tuple[tuple[str, int, int], ...]
+
+
+def _stat(path: str) -> tuple[str, int, int]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return (path, -1, -1)  # gone: an upgrade removed it
+    return (path, status.st_mtime_ns, status.st_size)
+
+
+def code_fingerprint() -> Fingerprint:
     """The plugin's loaded modules as (file, mtime, size): what a plugin upgrade (install-plugin.sh) changes."""
     files = sorted(
-        str(getattr(module, "__file__", "") or "")
+        str(module.__file__)
         for name, module in list(sys.modules.items())
-        if name == "slurm_plugin" or name.startswith("slurm_plugin.")
+        if (name == "slurm_plugin" or name.startswith("slurm_plugin.")) and getattr(module, "__file__", None)
     )
-    found = []
-    for path in files:
-        with contextlib.suppress(OSError):
-            status = os.stat(path)
-            found.append((path, status.st_mtime_ns, status.st_size))
-    return tuple(found)
+    return tuple(_stat(path) for path in files)
+
+
+def code_changed(since: Fingerprint) -> bool:
+    """Whether a file of `since` changed on disk (the same files stat'ed again: a module imported later is no
+    change)."""
+    return any(_stat(entry[0]) != entry for entry in since)
 
 
 def fork_successor(run: Callable[[], int]) -> int | None:
