@@ -70,7 +70,7 @@ def _controller(aws: EmulatedAws, cluster: str, index: int = 0) -> str:
     return _launch(aws, {"Name": f"{cluster}-controller-{index}", TAG_CLUSTER: cluster, TAG_ROLE: "controller"})
 
 
-def _run(aws: EmulatedAws, cluster: str, me: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _command(aws: EmulatedAws, cluster: str, me: str, *args: str, **env: str) -> tuple[list[str], dict[str, str]]:
     environ = {
         "PATH": os.environ["PATH"],
         "AWS_ENDPOINT_URL": aws.url,
@@ -81,7 +81,11 @@ def _run(aws: EmulatedAws, cluster: str, me: str, *args: str, **env: str) -> sub
         "ES_PREDECESSOR_POLL": "1",
         **env,
     }
-    argv = [sys.executable, "-m", "slurm_plugin.predecessor", *args]
+    return [sys.executable, "-m", "slurm_plugin.predecessor", *args], environ
+
+
+def _run(aws: EmulatedAws, cluster: str, me: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    argv, environ = _command(aws, cluster, me, *args, **env)
     return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -107,17 +111,17 @@ def test_a_replacement_waits_until_the_older_controller_is_gone(aws: EmulatedAws
     time.sleep(1.1)
     me = _controller(aws, cluster)
     newer = _controller(aws, cluster, 1)  # another index: not this one's predecessor
-    ec2 = aws.client("ec2")
-    timer = threading.Timer(3.0, lambda: ec2.terminate_instances(InstanceIds=[old]))
-    timer.start()
-    try:
-        result = _run(aws, cluster, me)
-    finally:
-        timer.cancel()
-    assert result.returncode == 0, result.stderr
-    assert f"waiting for the controller this one replaces ({old}) to be gone" in result.stderr
-    assert "the controller this one replaces: gone after" in result.stderr
-    assert newer not in result.stderr
+    waiting = f"waiting for the controller this one replaces ({old}) to be gone"
+    argv, environ = _command(aws, cluster, me)
+    with subprocess.Popen(argv, env=environ, stderr=subprocess.PIPE, text=True) as program:
+        assert program.stderr is not None
+        lines = [program.stderr.readline()]  # the old controller goes only once the program has seen it and waits
+        assert waiting in lines[0], lines
+        aws.client("ec2").terminate_instances(InstanceIds=[old])
+        lines += program.stderr.readlines()
+        assert program.wait(timeout=120) == 0, lines
+    assert "the controller this one replaces: gone after" in lines[-1]
+    assert not any(newer in line for line in lines)
 
 
 def test_it_gives_up_at_its_bound_without_starting_slurm(aws: EmulatedAws) -> None:

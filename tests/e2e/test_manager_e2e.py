@@ -185,6 +185,7 @@ class InFlight:
     spot_restarts_after_cycle: int
     spot_reason_after_cycle: str
     counters_before: dict[str, int]
+    log_offset: int  # clustermgr.log's size before the instance died
 
 
 def spot_warning(inst: Instance) -> str:
@@ -217,6 +218,8 @@ def in_flight(mgr: Mgr) -> Iterator[InFlight]:
     dead = mgr.cloud.instance_of_node("cpu-small-2")
     warned = mgr.cloud.instance_of_node("cpu-small-3")
     before = mgr.counters()
+    log = mgr.cloud.layout.log / "clustermgr.log"
+    log_offset = log.stat().st_size if log.exists() else 0
     holder = kill_node_instance(mgr, "cpu-small-2")
     mgr.cloud.aws().client("sqs", "us-east-1").send_message(QueueUrl=mgr.queue_url, MessageBody=spot_warning(warned))
     try:
@@ -228,7 +231,7 @@ def in_flight(mgr: Mgr) -> Iterator[InFlight]:
         deadline = time.monotonic() + 30
         while (restarts := mgr.cloud.job_restarts(spot_job)) < 1 and time.monotonic() < deadline:
             time.sleep(0.5)
-        yield InFlight(dying_job, dead, spot_job, warned, restarts, reason, before)
+        yield InFlight(dying_job, dead, spot_job, warned, restarts, reason, before, log_offset)
     finally:
         holder.kill()  # normally gone already: the instance runner stops it with the terminated instance
         holder.wait()
@@ -241,7 +244,14 @@ def test_instance_dying_mid_job_is_powered_down_and_the_job_requeued(mgr: Mgr, i
     records = mgr.wait_jobs([in_flight.dying_job])
     assert records[0].restarts >= 1
     assert in_flight.dead.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
-    assert mgr.counters()["nodes_replaced"] > in_flight.counters_before["nodes_replaced"]
+    # Either path is the manager's: it powers the DOWN node down itself (counted as replaced), or, when slurmctld
+    # powered the idle DOWN node down first (SuspendExcStates is empty: a DOWN node idle for SuspendTime is powered
+    # down), it returns the DOWN~ node to service. Without the manager the node would stay DOWN either way.
+    replaced = mgr.counters()["nodes_replaced"] > in_flight.counters_before["nodes_replaced"]
+    with (mgr.cloud.layout.log / "clustermgr.log").open(errors="replace") as log:
+        log.seek(in_flight.log_offset)
+        returned = "resume cpu-small-2: powered down after a failure (Not responding)" in log.read()
+    assert replaced or returned, mgr.log_tail()
     nothing_lost(mgr, [in_flight.dying_job], records)
 
 
