@@ -80,14 +80,20 @@ def test_capacity_fault_in_one_az_is_reported_per_override(aws: EmulatedAws, vpc
     _terminate(ec2, ids)
 
 
+def _reservations(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        r for page in ec2.get_paginator("describe_instances").paginate(Filters=filters) for r in page["Reservations"]
+    ]
+
+
 def test_capacity_fault_everywhere_launches_nothing(aws: EmulatedAws, vpc: dict[str, str]) -> None:
     aws.set_faults(Faults(capacity=(CapacityFault(instance_type="c5.large"),)))
     ec2 = aws.client("ec2")
-    before = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
+    live = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    before = _reservations(ec2, live)  # every page: the worker's other tests may have launched 100s
     result = _fleet(ec2, vpc, "ice-all")
     assert _ids(result) == [] and len(result["Errors"]) == 2
-    after = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    assert len(after["Reservations"]) == len(before["Reservations"])
+    assert len(_reservations(ec2, live)) == len(before)
 
 
 def test_run_instances_capacity_error_fails_the_call(aws: EmulatedAws, vpc: dict[str, str]) -> None:

@@ -84,6 +84,11 @@ def _compute_role(aws: EmulatedAws) -> tuple[str, str]:
     return str(role), str(profile)
 
 
+def _every(ec2: Any, operation: str, key: str) -> list[dict[str, Any]]:
+    """Every item of a paginated EC2 answer."""
+    return [item for page in ec2.get_paginator(operation).paginate() for item in page[key]]
+
+
 def _inventory(aws: EmulatedAws, role_by_profile: dict[str, str]) -> Inventory:
     subnets: dict[str, str] = {}
     groups: dict[str, str] = {}
@@ -92,11 +97,15 @@ def _inventory(aws: EmulatedAws, role_by_profile: dict[str, str]) -> Inventory:
     images: dict[str, Image] = {}
     for region in (HOME, REMOTE):
         ec2 = aws.client("ec2", region)
-        subnets.update({s["SubnetId"]: s["VpcId"] for s in ec2.describe_subnets()["Subnets"]})
-        groups.update({g["GroupId"]: g.get("VpcId", "") for g in ec2.describe_security_groups()["SecurityGroups"]})
+        # every page: the emulated EC2 answers 100 reservations (and as EC2 does, a page) at a time, and the worker's
+        # other tests may have launched more than that before this one
+        subnets.update({s["SubnetId"]: s["VpcId"] for s in _every(ec2, "describe_subnets", "Subnets")})
+        groups.update(
+            {g["GroupId"]: g.get("VpcId", "") for g in _every(ec2, "describe_security_groups", "SecurityGroups")}
+        )
         versions = [
             version
-            for lt in ec2.describe_launch_templates()["LaunchTemplates"]
+            for lt in _every(ec2, "describe_launch_templates", "LaunchTemplates")
             for version in ec2.describe_launch_template_versions(
                 LaunchTemplateId=lt["LaunchTemplateId"], Versions=["$Default"]
             )["LaunchTemplateVersions"]
@@ -109,7 +118,7 @@ def _inventory(aws: EmulatedAws, role_by_profile: dict[str, str]) -> Inventory:
                 tuple(data.get("SecurityGroupIds", [])),
                 role_by_profile.get(profile or ""),
             )
-        for reservation in ec2.describe_instances()["Reservations"]:
+        for reservation in _every(ec2, "describe_instances", "Reservations"):
             for instance in reservation["Instances"]:
                 tags[instance["InstanceId"]] = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
         used = sorted({t.image_id for t in templates.values()})
