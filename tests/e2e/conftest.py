@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -104,6 +104,26 @@ def cold_nodes(cloud: LocalCloud, count: int, prefix: str = "cpu-small-", wait: 
 
     cloud.wait_until(lambda: len(cold()) >= count, wait, f"{count} powered-down {prefix}* node(s)")
     return cold()[:count]
+
+
+@contextmanager
+def kept_up(cloud: LocalCloud, *nodes: str) -> Iterator[Callable[[str], None]]:
+    """The nodes (and any the caller adds with the function this yields) are never powered down by SuspendTime while
+    the block runs (`SuspendExcNodes+=`, removed at the end): a test that reads a node's instance, slurmd or address
+    after its job ended does not race the 15 s idle power-down of the e2e configs. Lost when slurmctld restarts."""
+    kept: list[str] = []
+
+    def keep(node: str) -> None:
+        cloud.slurm("scontrol", "update", f"SuspendExcNodes+={node}")
+        kept.append(node)
+
+    for node in nodes:
+        keep(node)
+    try:
+        yield keep
+    finally:
+        for node in kept:
+            cloud.slurm("scontrol", "update", f"SuspendExcNodes-={node}", check=False)
 
 
 def manager_cycle(cloud: LocalCloud) -> None:

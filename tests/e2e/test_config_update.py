@@ -28,7 +28,7 @@ from localcloud.instances import controller_boot
 from localcloud.ops import OpsError
 from localcloud.services import procs, webui_browser
 from slurm_plugin.manifest import Manifest
-from tests.e2e.conftest import CONFIG, module_cloud
+from tests.e2e.conftest import CONFIG, kept_up, module_cloud
 
 pytestmark = pytest.mark.e2e
 
@@ -140,10 +140,11 @@ def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalC
     assert pool is not None and pool.max_nodes == 6
 
     # a job on a node that did not exist before the edit: the plugin launches it from the updated manifest
-    placed = cloud.sbatch("-p", "cpu", "-w", "cpu-big-6", "-N1", wrap="hostname")
-    (record,) = cloud.wait_jobs_done([placed], timeout=120)
-    assert record.state == "COMPLETED" and record.nodes == "cpu-big-6", record
-    assert cloud.instance_of_node("cpu-big-6").pool == "cpu-big"
+    with kept_up(cloud, "cpu-big-6"):  # its instance is read after the job
+        placed = cloud.sbatch("-p", "cpu", "-w", "cpu-big-6", "-N1", wrap="hostname")
+        (record,) = cloud.wait_jobs_done([placed], timeout=120)
+        assert record.state == "COMPLETED" and record.nodes == "cpu-big-6", record
+        assert cloud.instance_of_node("cpu-big-6").pool == "cpu-big"
     cloud.slurm("scancel", running)
 
 

@@ -26,7 +26,7 @@ from localcloud.ops import LIVE
 from localcloud.services import procs
 from slurm_plugin.controller_state import CONTROLLER_STATE_MOUNT, controller_state_dir
 from stacks.user_data import SIGNAL_URL_FILE, boot_commands, env_values_in, pool_values
-from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm
+from tests.e2e.conftest import CONFIG, assert_no_orphans, cold_nodes, exclude_warm, kept_up
 from tests.e2e.requeue_helpers import start_after_requeue_hold
 
 # What the local controller's env file adds to the values the stacks give it (docs/local-cloud.md: endpoint and
@@ -132,26 +132,29 @@ def test_an_ordinary_user_submits_and_the_job_runs_as_that_user(cloud: LocalClou
 
 def test_compute_nodes_are_configless_and_see_every_partition_of_the_controller(cloud: LocalCloud) -> None:
     nodes = cold_nodes(cloud, 2)
-    probe = (
-        "test -e /etc/slurm/slurm.conf && echo has-local-conf; "
-        "test -e /run/slurm/conf/slurm.conf && echo has-configless-cache; "
-        "scontrol show partitions --oneliner | sed 's/ .*//'"
-    )
-    job = cloud.sbatch("-N2", "-w", ",".join(nodes), wrap=f"srun -N2 sh -c {probe!r} | sort | uniq -c")
-    (record,) = cloud.wait_jobs_done([job], timeout=150)
-    assert record.state == "COMPLETED"
-    lines = [line.split(None, 1) for line in (cloud.layout.jobs / f"{job}.out").read_text().splitlines()]
-    seen = {text: int(count) for count, text in lines}
-    assert "has-local-conf" not in seen
-    assert seen.get("has-configless-cache") == 2
-    controller = {line.split()[0] for line in cloud.slurm("scontrol", "show", "partitions", "--oneliner").splitlines()}
-    assert controller and all(seen.get(partition) == 2 for partition in controller), (controller, seen)
-    # the slurmd processes (Slurm's slurmd.service: the systemctl stand-in's PID files) run with --conf-server, no -f
-    for node in nodes:
-        units = unit_dir(cloud.layout, cloud.instance_of_node(node).instance_id)
-        cmd = procs.cmdline(procs.read_pid(units / "slurmd.service.pid") or 0)
-        assert "--conf-server" in cmd and " -f " not in cmd, cmd
-    assert {i.private_ip for i in cloud.instances(LIVE)} >= {cloud.node_addr(n) for n in nodes}
+    with kept_up(cloud, *nodes):  # their instances and slurmd are read after the job
+        probe = (
+            "test -e /etc/slurm/slurm.conf && echo has-local-conf; "
+            "test -e /run/slurm/conf/slurm.conf && echo has-configless-cache; "
+            "scontrol show partitions --oneliner | sed 's/ .*//'"
+        )
+        job = cloud.sbatch("-N2", "-w", ",".join(nodes), wrap=f"srun -N2 sh -c {probe!r} | sort | uniq -c")
+        (record,) = cloud.wait_jobs_done([job], timeout=150)
+        assert record.state == "COMPLETED"
+        lines = [line.split(None, 1) for line in (cloud.layout.jobs / f"{job}.out").read_text().splitlines()]
+        seen = {text: int(count) for count, text in lines}
+        assert "has-local-conf" not in seen
+        assert seen.get("has-configless-cache") == 2
+        controller = {
+            line.split()[0] for line in cloud.slurm("scontrol", "show", "partitions", "--oneliner").splitlines()
+        }
+        assert controller and all(seen.get(partition) == 2 for partition in controller), (controller, seen)
+        # the slurmd processes (Slurm's slurmd.service: the systemctl stand-in's PID files) run with --conf-server, no -f
+        for node in nodes:
+            units = unit_dir(cloud.layout, cloud.instance_of_node(node).instance_id)
+            cmd = procs.cmdline(procs.read_pid(units / "slurmd.service.pid") or 0)
+            assert "--conf-server" in cmd and " -f " not in cmd, cmd
+        assert {i.private_ip for i in cloud.instances(LIVE)} >= {cloud.node_addr(n) for n in nodes}
 
 
 def test_an_instance_has_no_slurm_conf_on_its_disk(cloud: LocalCloud) -> None:
@@ -186,31 +189,32 @@ def test_slurms_state_is_on_the_controllers_own_file_system_which_no_instance_se
 
 def test_an_instance_boots_from_the_launch_templates_compute_user_data(cloud: LocalCloud) -> None:
     (node,) = cold_nodes(cloud, 1)
-    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="mountpoint -q /shared && echo mounted")], 120)
-    assert record.state == "COMPLETED"
-    assert (cloud.layout.jobs / f"{record.job_id}.out").read_text().strip() == "mounted"
-    instance = cloud.instance_of_node(node)
-    machine = cloud.layout.machine_dir(instance.instance_id)
-    # the script it ran is the stacks' compute user data for the values local up published plus its pool's launch
-    # template values (stacks.user_data.pool_values: ES_POOL, custom actions)
-    info = cloud.info()
-    values = {
-        **info.compute_user_data,
-        **pool_values("cpu", load(info.config_path).cluster("local").partitions[0].pools[0]),
-    }
-    assert instance.pool == "cpu-small" and values["ES_POOL"] == "cpu-small"
-    assert (machine / "run" / "user-data").read_text() == BootData(values).user_data()
-    # munge key from the emulated Secrets Manager, as the controller's; its own munged
-    assert (machine / "etc-munge" / "munge.key").read_bytes() == cloud.layout.munge_key.read_bytes()
-    assert (machine / "run" / "munge" / "munged.pid").exists()
-    # the mounts parameter and the controllers' address on the shared file system
-    assert json.loads((machine / "etc-elastic-slurm" / "mounts.json").read_text())[0]["mount_point"] == "/shared"
-    controller_ip = cloud.info().controller.removeprefix("ip-").replace("-", ".")
-    conf_server = f"{controller_ip}:{cloud.info().ports['slurmctld']}"
-    assert (
-        f"configless: conf server {conf_server}"
-        in (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
-    )
+    with kept_up(cloud, node):  # its instance is read after the job
+        (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="mountpoint -q /shared && echo mounted")], 120)
+        assert record.state == "COMPLETED"
+        assert (cloud.layout.jobs / f"{record.job_id}.out").read_text().strip() == "mounted"
+        instance = cloud.instance_of_node(node)
+        machine = cloud.layout.machine_dir(instance.instance_id)
+        # the script it ran is the stacks' compute user data for the values local up published plus its pool's launch
+        # template values (stacks.user_data.pool_values: ES_POOL, custom actions)
+        info = cloud.info()
+        values = {
+            **info.compute_user_data,
+            **pool_values("cpu", load(info.config_path).cluster("local").partitions[0].pools[0]),
+        }
+        assert instance.pool == "cpu-small" and values["ES_POOL"] == "cpu-small"
+        assert (machine / "run" / "user-data").read_text() == BootData(values).user_data()
+        # munge key from the emulated Secrets Manager, as the controller's; its own munged
+        assert (machine / "etc-munge" / "munge.key").read_bytes() == cloud.layout.munge_key.read_bytes()
+        assert (machine / "run" / "munge" / "munged.pid").exists()
+        # the mounts parameter and the controllers' address on the shared file system
+        assert json.loads((machine / "etc-elastic-slurm" / "mounts.json").read_text())[0]["mount_point"] == "/shared"
+        controller_ip = cloud.info().controller.removeprefix("ip-").replace("-", ".")
+        conf_server = f"{controller_ip}:{cloud.info().ports['slurmctld']}"
+        assert (
+            f"configless: conf server {conf_server}"
+            in (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
+        )
 
 
 def test_a_broken_boot_step_fails_the_boot_visibly_and_nothing_is_left(cloud: LocalCloud) -> None:

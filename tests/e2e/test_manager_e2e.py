@@ -284,9 +284,16 @@ def test_orphan_instance_is_terminated_after_the_grace_period(mgr: Mgr) -> None:
     mgr.cycle()  # within the (long) grace period: left alone
     assert orphan in {i.instance_id for i in mgr.cloud.instances(LIVE)}
     time.sleep(2)
+    log = mgr.cloud.layout.log / "clustermgr.log"
+    offset = log.stat().st_size if log.exists() else 0
     mgr.cycle(orphan_grace=1)
     assert orphan not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
-    assert mgr.counters()["orphans_terminated"] == before + 1
+    # at least this one: an earlier test's node whose power-down reset its address before its slow suspend worker
+    # terminated the instance counts too, rightly (that worker's terminate then finds it gone)
+    assert mgr.counters()["orphans_terminated"] >= before + 1
+    with log.open(errors="replace") as lines:
+        lines.seek(offset)
+        assert f"terminate {orphan}: " in lines.read()
     assert_no_orphans(mgr.cloud)
 
 

@@ -61,7 +61,7 @@ def ghost_on_submit_host(cloud: LocalCloud) -> Iterator[None]:
         _forget_ghost(cloud)
 
 
-def _sbatch_as_ghost(cloud: LocalCloud, *args: str, wrap: str, timeout: float = 15) -> str:
+def _sbatch_as_ghost(cloud: LocalCloud, *args: str, wrap: str, timeout: float = 60) -> str:
     """sbatch as ghost; slurmctld learns the new association from slurmdbd a moment after sacctmgr returns."""
     deadline = time.monotonic() + timeout
     while True:

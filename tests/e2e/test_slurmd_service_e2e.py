@@ -29,7 +29,7 @@ from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import load_manifest
-from tests.e2e.conftest import assert_no_orphans, cold_nodes, manager_cycle
+from tests.e2e.conftest import assert_no_orphans, cold_nodes, kept_up, manager_cycle
 
 pytestmark = pytest.mark.e2e
 MANAGER_UNIT = "slurm-clustermgr.service"
@@ -57,48 +57,50 @@ def _expected(wanted: int | None, resource_id: int) -> str:
 
 def test_compute_slurmd_is_slurmd_service_and_the_boot_returns(cloud: LocalCloud) -> None:
     (node,) = cold_nodes(cloud, 1)
-    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
-    assert record.state == "COMPLETED"
-    instance = cloud.instance_of_node(node)
-    pid = _slurmd(cloud, instance.instance_id)
-    # the bootstrap's options reached Slurm's unit through SLURMD_OPTIONS (configless)
-    assert re.search(rf"--systemd -N {node} --conf-server \S+", procs.cmdline(pid)), procs.cmdline(pid)
-    # the unit's limits (LimitMEMLOCK=infinity, LimitNOFILE=131072; capped by this machine's hard limits)
-    assert _limit(pid, "Max locked memory") == [_expected(None, resource.RLIMIT_MEMLOCK)] * 2
-    assert _limit(pid, "Max open files") == [_expected(131072, resource.RLIMIT_NOFILE)] * 2
-    # in the unit's own cgroup, not in the boot's: the user data ended once slurmd.service had started
-    cgroup = Path((unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.cgroup").read_text().strip())
-    assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
-    boot_log = (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
-    assert f"slurmd.service started: node {node}" in boot_log
-    boot = json.loads((cloud.layout.instances_dir / f"{instance.instance_id}.json").read_text())
-    assert "user-data" not in procs.cmdline(boot["pid"])  # the user data (cloud-init's part) has ended
-    # the machine's boot clock: slurmd runs in the time namespace the whole instance booted in, not the host's
-    assert procs.time_namespace(pid) != procs.HOST_TIME_NS
+    with kept_up(cloud, node):  # read after the job: the node must not power down meanwhile
+        (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
+        assert record.state == "COMPLETED"
+        instance = cloud.instance_of_node(node)
+        pid = _slurmd(cloud, instance.instance_id)
+        # the bootstrap's options reached Slurm's unit through SLURMD_OPTIONS (configless)
+        assert re.search(rf"--systemd -N {node} --conf-server \S+", procs.cmdline(pid)), procs.cmdline(pid)
+        # the unit's limits (LimitMEMLOCK=infinity, LimitNOFILE=131072; capped by this machine's hard limits)
+        assert _limit(pid, "Max locked memory") == [_expected(None, resource.RLIMIT_MEMLOCK)] * 2
+        assert _limit(pid, "Max open files") == [_expected(131072, resource.RLIMIT_NOFILE)] * 2
+        # in the unit's own cgroup, not in the boot's: the user data ended once slurmd.service had started
+        cgroup = Path((unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.cgroup").read_text().strip())
+        assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
+        boot_log = (cloud.layout.log / "instances" / f"{instance.instance_id}.log").read_text()
+        assert f"slurmd.service started: node {node}" in boot_log
+        boot = json.loads((cloud.layout.instances_dir / f"{instance.instance_id}.json").read_text())
+        assert "user-data" not in procs.cmdline(boot["pid"])  # the user data (cloud-init's part) has ended
+        # the machine's boot clock: slurmd runs in the time namespace the whole instance booted in, not the host's
+        assert procs.time_namespace(pid) != procs.HOST_TIME_NS
 
 
 def test_a_crashed_slurmd_is_started_again_on_the_same_node_and_boot_clock(cloud: LocalCloud) -> None:
     (node,) = cold_nodes(cloud, 1)
-    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
-    assert record.state == "COMPLETED"
-    instance = cloud.instance_of_node(node)
-    first = _slurmd(cloud, instance.instance_id)
-    clock = procs.time_namespace(first)
-    os.kill(first, signal.SIGKILL)  # a crash: Restart=on-failure starts it again after RestartSec=5
+    with kept_up(cloud, node):  # the same instance throughout: never powered down while idle here
+        (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=150)
+        assert record.state == "COMPLETED"
+        instance = cloud.instance_of_node(node)
+        first = _slurmd(cloud, instance.instance_id)
+        clock = procs.time_namespace(first)
+        os.kill(first, signal.SIGKILL)  # a crash: Restart=on-failure starts it again after RestartSec=5
 
-    def restarted() -> bool:
-        pid = procs.read_pid(unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.pid")
-        return pid is not None and pid != first and procs.cmdline(pid).startswith("/usr/sbin/slurmd")
+        def restarted() -> bool:
+            pid = procs.read_pid(unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.pid")
+            return pid is not None and pid != first and procs.cmdline(pid).startswith("/usr/sbin/slurmd")
 
-    cloud.wait_until(restarted, 30, f"slurmd of {node} started again")
-    second = _slurmd(cloud, instance.instance_id)
-    assert procs.time_namespace(second) == clock  # the same machine, not a reboot: slurmctld sees no new boot
-    # the node serves jobs again, on the same instance
-    (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=90)
-    assert record.state == "COMPLETED"
-    assert cloud.instance_of_node(node).instance_id == instance.instance_id
-    log = (unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.log").read_text()
-    assert "restarting in 5 s (Restart=on-failure)" in log
+        cloud.wait_until(restarted, 30, f"slurmd of {node} started again")
+        second = _slurmd(cloud, instance.instance_id)
+        assert procs.time_namespace(second) == clock  # the same machine, not a reboot: slurmctld sees no new boot
+        # the node serves jobs again, on the same instance
+        (record,) = cloud.wait_jobs_done([cloud.sbatch("-w", node, wrap="true")], timeout=90)
+        assert record.state == "COMPLETED"
+        assert cloud.instance_of_node(node).instance_id == instance.instance_id
+        log = (unit_dir(cloud.layout, instance.instance_id) / "slurmd.service.log").read_text()
+        assert "restarting in 5 s (Restart=on-failure)" in log
 
 
 def _unit_processes(cloud: LocalCloud, unit: str) -> set[int]:
@@ -142,9 +144,12 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
     ended = {w for w in workers if not procs.cmdline(w)}
     assert not {w for w in ended if not _done(cloud, w)}, "workers killed with slurmctld"
     cloud.clear_faults()
-    (record,) = cloud.wait_jobs_done([job], timeout=180)
-    assert (record.state, record.nodes, record.restarts) == ("COMPLETED", node, 0)
-    assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)
+    # (not restarts == 0: every AWS call took 8 s until now, and a launch past ResumeTimeout is requeued by Slurm; the
+    # worker's own survival is what `_done` and `served` below check)
+    with kept_up(cloud, node):  # set after the restart, which forgets it; the instance is read after the job
+        (record,) = cloud.wait_jobs_done([job], timeout=180)
+        assert (record.state, record.nodes) == ("COMPLETED", node)
+        assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)
     # KillMode=process: only slurmctld itself was stopped. Every worker that had a request finished it (a killed one
     # never logs `done`: the launch of this node is one of them), and one that had none (a spare) still waits
     served = {w for w in workers if any(f" {w} INFO slurm-resume: request " in line for line in _plugin_log(cloud))}

@@ -138,7 +138,7 @@ def test_a_stop_ends_what_the_service_started_in_another_session_by_default(unit
     units.unit("worker.service", _forking_service(child_file))
     units.systemctl("start", "worker.service")
     main = units.pid("worker.service")
-    assert _eventually(child_file.exists)
+    assert _eventually(lambda: child_file.exists() and child_file.read_text().strip())  # written whole
     child = int(child_file.read_text())
     units.started.append(child)
     assert {main, child} <= {int(p) for p in (units.cgroup("worker.service") / "cgroup.procs").read_text().split()}
@@ -154,7 +154,7 @@ def test_killmode_process_stops_only_the_main_process_and_a_restart_keeps_its_ch
     units.unit("worker.service", _forking_service(child_file), {"elastic-slurm.conf": "[Service]\nKillMode=process\n"})
     units.systemctl("start", "worker.service")
     first = units.pid("worker.service")
-    assert _eventually(child_file.exists)
+    assert _eventually(lambda: child_file.exists() and child_file.read_text().strip())  # written whole
     child = int(child_file.read_text())
     units.started.append(child)
     child_file.unlink()

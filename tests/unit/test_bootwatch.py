@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.services import procs
 from slurm_plugin import bootwatch
 
 
@@ -283,18 +284,26 @@ def test_the_heartbeat_thread_beats_through_a_slow_round_and_stops_when_rounds_s
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bootwatch, "HEARTBEAT_GAP", 0.05)
-    monkeypatch.setattr(bootwatch, "STUCK_AFTER", 0.5)
+    monkeypatch.setattr(bootwatch, "STUCK_AFTER", 30.0)
+    heartbeat = tmp_path / "heartbeat"
     pulse = bootwatch.Pulse(tmp_path)
     thread = threading.Thread(target=pulse.run)
     thread.start()
     try:
-        time.sleep(0.3)  # a round that started 0.3 s ago and is still waiting for Slurm
-        assert (tmp_path / "heartbeat").exists()
-        (tmp_path / "heartbeat").unlink()
-        time.sleep(0.5)  # no round for longer than STUCK_AFTER: a stuck watch lets it go stale
-        (tmp_path / "heartbeat").unlink(missing_ok=True)
-        time.sleep(0.2)
-        assert not (tmp_path / "heartbeat").exists()
+        # a round that started a moment ago and is still waiting for Slurm: beat after beat
+        assert procs.wait_until(heartbeat.exists, 10, 0.02)
+        heartbeat.unlink()
+        assert procs.wait_until(heartbeat.exists, 10, 0.02)
+        # no round for longer than STUCK_AFTER: a stuck watch lets it go stale (a beat that was under way when the
+        # round went stale may still land once: gone for good within a few tries)
+        pulse.last_round -= 60
+
+        def stays_gone() -> bool:
+            heartbeat.unlink(missing_ok=True)
+            time.sleep(0.3)
+            return not heartbeat.exists()
+
+        assert procs.wait_until(stays_gone, 10, 0.0)
     finally:
         pulse.stop.set()
         thread.join()

@@ -107,8 +107,10 @@ def test_waiting_for_the_node_name_costs_slurm_nothing(tmp_path: Path) -> None:
 def test_it_waits_until_slurm_has_the_nodes_address(tmp_path: Path) -> None:
     env = _fakes(tmp_path, {**ADDRS, "cpu-small-2": "cpu-small-2"})  # NodeAddr not set yet
 
-    def set_address_later() -> None:
-        time.sleep(0.5)
+    def set_address_later() -> None:  # once the bootstrap has asked (and been told the name) at least once
+        deadline = time.monotonic() + 60
+        while not any(c.startswith("sinfo") for c in _calls(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         (tmp_path / "addr-cpu-small-2").write_text("127.16.0.5\n")
 
     setter = threading.Thread(target=set_address_later)

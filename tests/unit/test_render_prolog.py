@@ -253,8 +253,9 @@ def test_a_live_boot_watch_that_never_answers_does_not_hold_the_prolog_past_wait
     (bindir / "cpu-a-1.1").write_text(POWERED_DOWN)
     watch = _watch_dir(tmp_path)
     started = time.monotonic()
-    log = _run_watched(bindir, watch, ["WAIT_LIMIT=2", "WATCH_SLICE=5"], None, 0)
-    assert time.monotonic() - started < 4.5  # the slice is cut to what is left of WAIT_LIMIT
+    log = _run_watched(bindir, watch, ["WAIT_LIMIT=2", "WATCH_SLICE=120"], None, 0)
+    # the slice is cut to what is left of WAIT_LIMIT: far less than one 120 s slice, even on a loaded machine
+    assert time.monotonic() - started < 60
     assert "gave up after 2 s" in log and _calls(bindir) == []
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from elastic_slurm.cli import main
 from elastic_slurm.report import TIMELINE_QUERIES, PrometheusError, ReportError, Timeline, draw, fetch_timeline
 
 START = 1_800_000_000.0
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nobody listens there
 
 
 def _steps(changes: dict[float, float], until: int = 300, every: int = 5) -> list[tuple[float, float]]:
@@ -189,9 +189,7 @@ def test_prometheus_error_answer_is_one_line_naming_the_url(prometheus: FakeProm
 
 
 def test_unreachable_prometheus_is_one_line_naming_the_url() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url = UNREACHABLE
     with pytest.raises(PrometheusError) as caught:
         fetch_timeline(url, START, START + 60, 1)
     message = str(caught.value)
@@ -244,9 +242,7 @@ def test_local_report_draws_the_timeline_from_the_clouds_prometheus(
 def test_local_report_with_prometheus_down_fails_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url = UNREACHABLE
     _cloud_json(tmp_path, prometheus_url=url)
     code = main(["local", "report", "--state-dir", str(tmp_path), "--out", str(tmp_path / "x.png")])
     out, err = capsys.readouterr()
