@@ -29,6 +29,7 @@ from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import load_manifest
+from slurm_plugin.powersave import spare
 from tests.e2e.conftest import assert_no_orphans, cold_nodes, kept_up, manager_cycle
 
 pytestmark = pytest.mark.e2e
@@ -122,9 +123,7 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
         # the spare the boot started (elastic-slurm-config-apply) waits outside slurmctld's cgroup and would take the
         # request: without it, ResumeProgram starts the worker itself, in slurmctld's cgroup, where a restart could
         # kill it
-        for pid in _waiting_spares(cloud):
-            os.kill(pid, signal.SIGTERM)
-        cloud.wait_until(lambda: not _waiting_spares(cloud), 30, "no spare worker waiting")
+        _withdraw_waiting_spares(cloud)
         # every AWS call takes 8 s: the resume worker is still launching when slurmctld restarts
         cloud.set_faults(Faults(latency_ms=8000))
         job = cloud.sbatch("-w", node, wrap="true")
@@ -204,14 +203,21 @@ def _counter(cloud: LocalCloud, name: str) -> int:
     return int(json.loads(path.read_text())["counters"].get(name, 0)) if path.exists() else 0
 
 
-def _waiting_spares(cloud: LocalCloud) -> list[int]:
-    """This cloud's spare resume workers (slurm_plugin/powersave/spare.py), by their manifest under its state dir."""
-    root = str(cloud.layout.root)
-    return [
-        int(entry)
-        for entry in os.listdir("/proc")
-        if entry.isdigit() and "--spare" in (line := procs.cmdline(int(entry))) and root in line
-    ]
+def _withdraw_waiting_spares(cloud: LocalCloud) -> None:
+    """Stop this cloud's waiting spare workers (slurm_plugin/powersave/spare.py) the way an idle spare withdraws: its
+    FIFO renamed to `.idle` (no foreground can claim it any more; a rename that fails means it was just claimed, and
+    a claimed spare is serving a request: never stopped here), then SIGTERM."""
+    for fifo in (Path(load_manifest(cloud.layout.manifest).state_dir) / spare.SPARES).glob("*/*.fifo"):
+        idle = fifo.with_suffix(".idle")
+        try:
+            fifo.rename(idle)
+        except FileNotFoundError:
+            continue
+        pid = int(fifo.stem)
+        if "--spare" in procs.cmdline(pid):
+            os.kill(pid, signal.SIGTERM)
+            cloud.wait_until(lambda p=pid: not procs.cmdline(p), 30, f"spare {pid} gone")
+        idle.unlink(missing_ok=True)
 
 
 def _plugin_log(cloud: LocalCloud) -> list[str]:

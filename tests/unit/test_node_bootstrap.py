@@ -38,11 +38,13 @@ def _fakes(tmp_path: Path, addrs: dict[str, str] | None = None, node: str | None
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(f'#!/bin/sh\necho "scontrol $*" >> {calls}\n' + _answers(tmp_path))
     sinfo = tmp_path / "sinfo"
-    # answers `sinfo -a -h -N -n NODE -o %o` from addr-NODE
+    # answers `sinfo -a -h -N -n NODE -o %o` from addr-NODE, and logs the call once it has answered (a test that
+    # changes the answer after the first call sees it logged only when that call's answer is final)
     sinfo.write_text(
-        f'#!/bin/sh\necho "sinfo $*" >> {calls}\n'
+        '#!/bin/sh\nargs="$*"\n'
         'while [ $# -gt 0 ]; do [ "$1" = -n ] && node=$2; shift; done\n'
         f'cat {tmp_path}/addr-"$node" 2>/dev/null\n'
+        f'echo "sinfo $args" >> {calls}\n'
     )
     systemctl = tmp_path / "systemctl"
     systemctl.write_text(f'#!/bin/sh\necho "systemctl $*"\ngrep -v "^#" {tmp_path / "slurmd.env"}\n')
