@@ -140,14 +140,14 @@ def test_it_gives_up_at_its_bound_without_starting_slurm(aws: EmulatedAws) -> No
 def test_any_index_waits_for_every_older_controller_but_not_the_other_new_one(aws: EmulatedAws) -> None:
     cluster = _cluster()
     old_backup = _controller(aws, cluster, 1)
-    time.sleep(1.1)
+    time.sleep(3.1)  # launch times are whole seconds: the old one >= 3 s before, the two new ones < 3 s apart
     new_backup = _controller(aws, cluster, 1)
     me = _controller(aws, cluster)
-    stuck = _run(aws, cluster, me, "--any-index", ES_PREDECESSOR_WAIT="0", ES_GENERATION_GAP="0")
+    stuck = _run(aws, cluster, me, "--any-index", ES_PREDECESSOR_WAIT="0", ES_GENERATION_GAP="2")
     assert stuck.returncode == 1 and f"({old_backup}) still runs after 0s" in stuck.stderr
     assert new_backup not in stuck.stderr
     aws.client("ec2").terminate_instances(InstanceIds=[old_backup])
-    done = _run(aws, cluster, me, "--any-index", ES_PREDECESSOR_WAIT="0", ES_GENERATION_GAP="0")
+    done = _run(aws, cluster, me, "--any-index", ES_PREDECESSOR_WAIT="0", ES_GENERATION_GAP="2")
     assert (done.returncode, done.stderr) == (0, "")
 
 
