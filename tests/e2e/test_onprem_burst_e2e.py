@@ -129,16 +129,19 @@ def test_jobs_run_on_the_site_while_it_has_room_then_burst_to_the_cloud_with_the
     assert site_nodes == set(NODES)  # one job per site node
     # the site is full (two 1-CPU nodes busy until their time limit): the next job goes to the cloud, and takes the
     # cloud's own share of the license while the site's job holds the site's
-    third, where_third = burst.submit("-L", f"{LICENSE}:2", "--wrap", "sleep 5")
+    third, where_third = burst.submit("-L", f"{LICENSE}:2", "--wrap", "sleep 20")
     assert where_third == CLOUD
     assert burst.licenses(SITE)["Used"] == "2"
     # more than either share can never run anywhere: refused at submission, not left pending
     with pytest.raises(RuntimeError, match=r"Invalid license|Can't run on any|Requested license"):
         burst.submit("-L", f"{LICENSE}:3", "--wrap", "true")
+    burst.wait_state(CLOUD, third, "RUNNING")
+    running_on = burst.node_of(CLOUD, third)
+    running_addr = burst.cloud.node_addr(running_on)  # while it runs: after, the idle power-down resets it
     cloud_node = burst.wait_completed(CLOUD, third)
     launched = burst.cloud.instances()
     assert len(launched) == 1  # one instance, launched by the plugin for the burst job
-    assert burst.cloud.node_addr(cloud_node) == launched[0].private_ip
+    assert cloud_node == running_on and running_addr == launched[0].private_ip
     assert cloud_node not in NODES
     assert {burst.state(SITE, job) for job in (first, second)} == {"RUNNING"}  # the site's jobs never moved
     burst.site.slurm("scancel", first, second)
