@@ -244,14 +244,17 @@ def test_instance_dying_mid_job_is_powered_down_and_the_job_requeued(mgr: Mgr, i
     records = mgr.wait_jobs([in_flight.dying_job])
     assert records[0].restarts >= 1
     assert in_flight.dead.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
-    # Either path is the manager's: it powers the DOWN node down itself (counted as replaced), or, when slurmctld
-    # powered the idle DOWN node down first (SuspendExcStates is empty: a DOWN node idle for SuspendTime is powered
-    # down), it returns the DOWN~ node to service. Without the manager the node would stay DOWN either way.
-    replaced = mgr.counters()["nodes_replaced"] > in_flight.counters_before["nodes_replaced"]
+    # Every path is the manager's; which one runs depends on who gets there first. It powers the DOWN node down
+    # itself (slurmd not responding: `nodes_replaced`), or its instance is already terminated by then (`instances_lost`),
+    # or slurmctld powered the idle DOWN node down first (SuspendExcStates is empty: a DOWN node idle for SuspendTime is
+    # powered down) and the manager returns the DOWN~ node to service. Without the manager the node stays DOWN.
+    now = mgr.counters()
+    before = in_flight.counters_before
+    powered_down = any(now[c] > before[c] for c in ("nodes_replaced", "instances_lost"))
     with (mgr.cloud.layout.log / "clustermgr.log").open(errors="replace") as log:
         log.seek(in_flight.log_offset)
         returned = "resume cpu-small-2: powered down after a failure (Not responding" in log.read()
-    assert replaced or returned, mgr.log_tail()
+    assert powered_down or returned, mgr.log_tail()
     nothing_lost(mgr, [in_flight.dying_job], records)
 
 
@@ -369,7 +372,9 @@ def test_a_job_whose_prolog_fails_is_requeued_not_held_and_its_node_replaced(mgr
     shown = mgr.cloud.slurm("scontrol", "show", "job", job, "--oneliner").split()
     assert "Priority=0" not in shown and "Reason=JobHeldUser" not in shown and "Reason=JobHeldAdmin" not in shown
     records = mgr.wait_jobs([job], 240)
-    assert records[0].restarts == 1
+    # one requeue for the prolog (the marker is gone: it fails once); a loaded machine may add one more, e.g. the new
+    # instance missing ResumeTimeout, which requeues the job again, never holds it
+    assert records[0].restarts >= 1
     assert f"ran-on={ALWAYS_ON}" in (mgr.cloud.layout.jobs / f"{job}.out").read_text()
     assert mgr.counters()["nodes_replaced"] > before
     assert failing.instance_id not in {i.instance_id for i in mgr.cloud.instances(LIVE)}
