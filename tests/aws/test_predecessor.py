@@ -7,6 +7,7 @@ controller boot runs it too: the creation path.)"""
 
 from __future__ import annotations
 
+import functools
 import http.server
 import os
 import subprocess
@@ -172,9 +173,11 @@ class _Imds(http.server.BaseHTTPRequestHandler):
         ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds") == "60"
         self._answer(200 if ok else 400, b"token-1")
 
+    instance_id = b"i-0123456789abcdef0\n"  # what GET answers (a test may make it something else)
+
     def do_GET(self) -> None:
         ok = self.path == "/latest/meta-data/instance-id" and self.headers.get("X-aws-ec2-metadata-token") == "token-1"
-        self._answer(200 if ok else 401, b"i-0123456789abcdef0\n")
+        self._answer(200 if ok else 401, self.instance_id)
 
     def _answer(self, code: int, body: bytes) -> None:
         self.send_response(code)
@@ -202,3 +205,30 @@ def test_the_instance_id_comes_from_imdsv2_with_a_token(imds: str) -> None:
     assert predecessor.instance_id_from_imds(imds) == "i-0123456789abcdef0"
     with pytest.raises(OSError):
         predecessor.instance_id_from_imds("http://127.0.0.1:9")  # nothing answers: one line, exit 1 in main
+
+
+@pytest.mark.parametrize(
+    ("answer", "line"),
+    [
+        (
+            b"<html>proxy login</html>",
+            "the instance metadata service answered '<html>proxy login</html>', not an instance id",
+        ),
+        (None, "the instance metadata service did not answer"),
+    ],
+)
+def test_an_imds_answer_that_is_no_instance_id_is_one_line_and_exit_1(
+    imds: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], answer: bytes | None, line: str
+) -> None:
+    """Without ELASTIC_SLURM_INSTANCE_ID the id comes from IMDS; an answer that is not an id (a proxy's page) or no
+    answer stops the wait before any EC2 call: exit 1, one line."""
+    if answer is not None:
+        monkeypatch.setattr(_Imds, "instance_id", answer)
+    base = imds if answer is not None else "http://127.0.0.1:9"  # the discard port: nothing answers
+    monkeypatch.setattr(
+        predecessor, "instance_id_from_imds", functools.partial(predecessor.instance_id_from_imds, base)
+    )
+    code = predecessor.main([], {"ES_CLUSTER": "prod", "ES_REGION": "us-east-1"})
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"elastic-slurm-wait-predecessor: this instance's id: {line}"), err
