@@ -151,3 +151,7 @@ def test_the_code_fingerprint_changes_when_a_loaded_plugin_module_changes(
     assert not spare.code_changed(before)  # a module imported since is not a change of the code
     probe.write_text("X = 22\n")  # an upgrade rewrites the file: another size (and mtime)
     assert spare.code_changed(before)
+    now = spare.code_fingerprint()
+    assert not spare.code_changed(now)
+    probe.unlink()  # an upgrade removed a loaded module: a change too
+    assert spare.code_changed(now)
