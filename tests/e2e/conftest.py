@@ -75,8 +75,10 @@ def module_cloud(request: pytest.FixtureRequest, config: Path, state_dir: Path, 
     reason = missing_prereqs()
     if reason:
         pytest.skip(f"{label}: {reason}")
+    cloud = LocalCloud(state_dir)
+    if cloud.is_up():  # another run's (this module in another checkout): never ours to stop or remove
+        pytest.fail(f"{label}: a local cloud is already running in {state_dir}", pytrace=False)
     with kept_on_failure(request, state_dir, label):
-        cloud = LocalCloud(state_dir)
         try:
             cloud.up(config, boot_delay=1.0)
             yield cloud

@@ -381,6 +381,34 @@ def test_a_job_whose_prolog_fails_is_requeued_not_held_and_its_node_replaced(mgr
     nothing_lost(mgr, [job], records)
 
 
+def test_an_administrators_drain_keeps_the_node_and_its_instance_until_the_reason_is_the_managers(mgr: Mgr) -> None:
+    """Taking a node out of service by hand (docs/operations.md): an administrator drains a busy node with a reason of
+    their own. Idle, it stays drained on its instance for three SuspendTimes and through manager cycles
+    (SuspendExcStates=DRAIN, render/cluster.py: without it Slurm's idle power-down, with idle_on_node_suspend, returns
+    the node to service as idle~ within SuspendTime). Drained again for a reason the manager owns, the manager's
+    explicit power-down is not held back: the instance is terminated and the node is idle~ again."""
+    cloud = mgr.cloud
+    node = "cpu-small-4"
+    job = cloud.sbatch("-w", node, wrap="sleep 5")
+    mgr.wait(lambda: cloud.queue().get(job) == "RUNNING", 120, f"job {job} running on {node}")
+    kept = cloud.instance_of_node(node)
+    cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=disk check by hand")
+    records = mgr.wait_jobs([job])
+    mgr.wait(lambda: mgr.state(node) == "drain", 60, f"{node} idle and drained")
+    held_until = time.monotonic() + 45  # manager.yaml: SuspendTime 15 s
+    while time.monotonic() < held_until:
+        mgr.tick()
+        assert (mgr.state(node), mgr.reason(node).split(" [")[0]) == ("drain", "disk check by hand")
+        time.sleep(1)
+    assert kept.instance_id in {i.instance_id for i in cloud.instances(LIVE)}
+    before = mgr.counters()["nodes_replaced"]
+    cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed")
+    mgr.wait(lambda: kept.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}, 90, "instance ended")
+    mgr.wait(lambda: mgr.state(node) == "idle~", 60, f"{node} powered down and back in service")
+    assert mgr.counters()["nodes_replaced"] > before
+    nothing_lost(mgr, [job], records)
+
+
 def test_fleet_stop_powers_every_node_down_keeps_jobs_queued_and_start_runs_them(mgr: Mgr) -> None:
     """`elastic-slurm fleet stop|start` writes the fleet parameter; the manager applies it (manager/fleet.py)."""
     cloud = mgr.cloud
