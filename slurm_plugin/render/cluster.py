@@ -187,11 +187,6 @@ def _power_save(cluster: Cluster, pools: list[tuple[list[str], PoolNodes]], opts
     # no PrivateData: CLOUD nodes show by default since 23.02 (its `cloud` flag is a no-op); a site may set its own
     # (clusters[].slurm_settings.PrivateData, e.g. jobs,usage,users) to hide other users' jobs
     yield "ReturnToService=2"
-    # an administrator's drain survives idleness: idle_on_node_suspend makes every node Slurm suspends IDLE, so an idle
-    # drained node's idle power-down would put it back in service within SuspendTime (measured on 26.05). The manager
-    # replaces the drains it knows (manager/model.py) by an explicit power-down, which SuspendExcStates does not hold back
-    yield "# a drained node stays up (and drained) until resumed; the cluster manager replaces the drains it owns"
-    yield "SuspendExcStates=DRAIN"
     if opts.prolog_program and timers.early_start:  # clusters[].slurm.early_start (docs/cold-start.md)
         yield "# starts jobs on freshly booted nodes at once instead of at slurmctld's next 30 s pass; no PrologFlags"
         yield f"PrologSlurmctld={opts.prolog_program}"

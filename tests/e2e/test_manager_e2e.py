@@ -381,32 +381,57 @@ def test_a_job_whose_prolog_fails_is_requeued_not_held_and_its_node_replaced(mgr
     nothing_lost(mgr, [job], records)
 
 
-def test_an_administrators_drain_keeps_the_node_and_its_instance_until_the_reason_is_the_managers(mgr: Mgr) -> None:
-    """Taking a node out of service by hand (docs/operations.md): an administrator drains a busy node with a reason of
-    their own. Idle, it stays drained on its instance for three SuspendTimes and through manager cycles
-    (SuspendExcStates=DRAIN, render/cluster.py: without it Slurm's idle power-down, with idle_on_node_suspend, returns
-    the node to service as idle~ within SuspendTime). Drained again for a reason the manager owns, the manager's
-    explicit power-down is not held back: the instance is terminated and the node is idle~ again."""
-    cloud = mgr.cloud
-    node = "cpu-small-4"
-    job = cloud.sbatch("-w", node, wrap="sleep 5")
-    mgr.wait(lambda: cloud.queue().get(job) == "RUNNING", 120, f"job {job} running on {node}")
-    kept = cloud.instance_of_node(node)
-    cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=disk check by hand")
-    records = mgr.wait_jobs([job])
-    mgr.wait(lambda: mgr.state(node) == "drain", 60, f"{node} idle and drained")
-    held_until = time.monotonic() + 45  # manager.yaml: SuspendTime 15 s
-    while time.monotonic() < held_until:
+def _drained_while_busy(mgr: Mgr, node: str, reason: str) -> tuple[Instance, list[JobRecord], str]:
+    """A short job on `node`, drained by hand with `reason` while it runs; returns once the job is done."""
+    job = mgr.cloud.sbatch("-w", node, wrap="sleep 15")  # long enough to be drained while it runs on a busy machine
+    mgr.wait(lambda: mgr.cloud.queue().get(job) == "RUNNING", 120, f"job {job} running on {node}")
+    instance = mgr.cloud.instance_of_node(node)
+    mgr.cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
+    return instance, mgr.wait_jobs([job]), job
+
+
+def _held(mgr: Mgr, node: str, state: str, reason: str, seconds: float) -> None:
+    """`node` stays in `state` with `reason` for `seconds` (manager.yaml: SuspendTime 15 s), manager cycles included."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
         mgr.tick()
-        assert (mgr.state(node), mgr.reason(node).split(" [")[0]) == ("drain", "disk check by hand")
+        assert (mgr.state(node), mgr.reason(node).split(" [")[0]) == (state, reason)
         time.sleep(1)
-    assert kept.instance_id in {i.instance_id for i in cloud.instances(LIVE)}
-    before = mgr.counters()["nodes_replaced"]
-    cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed")
-    mgr.wait(lambda: kept.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}, 90, "instance ended")
-    mgr.wait(lambda: mgr.state(node) == "idle~", 60, f"{node} powered down and back in service")
-    assert mgr.counters()["nodes_replaced"] > before
-    nothing_lost(mgr, [job], records)
+
+
+def test_drains_by_hand_roll_a_node_out_keep_a_powered_down_one_and_suspend_exc_states_keeps_the_instance(
+    mgr: Mgr,
+) -> None:
+    """Drains by hand (docs/operations.md). A drained powered-up node is rolled out once idle: Slurm powers it down
+    after SuspendTime and idle_on_node_suspend returns it to service as idle~ (how drain-and-replace rolls a change
+    out, docs/updates.md). A drain set on a powered-down node stays. With a site's SuspendExcStates=DRAIN the drained
+    node keeps its instance, and the manager still replaces a drain it owns (its explicit power-down is not held
+    back)."""
+    cloud, node = mgr.cloud, "cpu-small-4"
+    rolled, records, job = _drained_while_busy(mgr, node, "roll out by hand")
+    mgr.wait(lambda: mgr.state(node) == "idle~", 90, f"{node} powered down and back in service")
+    assert mgr.reason(node) == ""
+    assert rolled.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}
+
+    cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=kept out by hand")
+    _held(mgr, node, "drain~", "kept out by hand", 30)
+    cloud.slurm("scontrol", "update", f"nodename={node}", "state=undrain")
+    assert mgr.state(node) == "idle~"
+
+    cloud.slurm("scontrol", "update", "SuspendExcStates=DRAIN")  # as clusters[].slurm_settings would set it
+    try:
+        kept, more, job2 = _drained_while_busy(mgr, node, "inspect by hand")
+        mgr.wait(lambda: mgr.state(node) == "drain", 60, f"{node} idle and drained")
+        _held(mgr, node, "drain", "inspect by hand", 35)
+        assert kept.instance_id in {i.instance_id for i in cloud.instances(LIVE)}
+        before = mgr.counters()["nodes_replaced"]
+        cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed")
+        mgr.wait(lambda: kept.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}, 90, "instance ended")
+        mgr.wait(lambda: mgr.state(node) == "idle~", 60, f"{node} replaced by the manager")
+        assert mgr.counters()["nodes_replaced"] > before
+    finally:
+        cloud.slurm("scontrol", "update", "SuspendExcStates=")
+    nothing_lost(mgr, [job, job2], [*records, *more])
 
 
 def test_fleet_stop_powers_every_node_down_keeps_jobs_queued_and_start_runs_them(mgr: Mgr) -> None:

@@ -74,8 +74,6 @@ def test_small_config_power_save_fragment_is_exact() -> None:
         "# nodes get NodeAddr/NodeHostname from the plugin (scontrol update), so no cloud_dns",
         "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1",
         "ReturnToService=2",
-        "# a drained node stays up (and drained) until resumed; the cluster manager replaces the drains it owns",
-        "SuspendExcStates=DRAIN",
         "# starts jobs on freshly booted nodes at once instead of at slurmctld's next 30 s pass; no PrologFlags",
         "PrologSlurmctld=/opt/elastic-slurm/bin/prolog-wait-for-boot.sh",
         "# always-on nodes (min_nodes of each pool) are never powered down",

@@ -85,13 +85,6 @@ def test_cluster_settings_come_last_and_replace_the_products_lines_in_base_and_f
     ]
 
 
-def test_a_sites_suspend_exc_states_replaces_the_products_drain() -> None:
-    """The product keeps drained nodes up (SuspendExcStates=DRAIN, docs/operations.md); a site may choose otherwise."""
-    assert "SuspendExcStates=DRAIN" in rendered()[0].slurm_conf.splitlines()
-    conf = rendered(slurm_settings={"SuspendExcStates": "DOWN,DRAIN"})[0].slurm_conf.splitlines()
-    assert [line for line in conf if line.startswith("SuspendExcStates=")] == ["SuspendExcStates=DOWN,DRAIN"]
-
-
 def test_cgroup_settings_replace_and_add() -> None:
     _, _, cgroup = rendered(cgroup_settings={"ConstrainSwapSpace": False, "AllowedRAMSpace": 98})
     lines = cgroup.splitlines()
