@@ -381,13 +381,13 @@ def test_a_job_whose_prolog_fails_is_requeued_not_held_and_its_node_replaced(mgr
     nothing_lost(mgr, [job], records)
 
 
-def _drained_while_busy(mgr: Mgr, node: str, reason: str) -> tuple[Instance, list[JobRecord], str]:
-    """A short job on `node`, drained by hand with `reason` while it runs; returns once the job is done."""
-    job = mgr.cloud.sbatch("-w", node, wrap="sleep 15")  # long enough to be drained while it runs on a busy machine
-    mgr.wait(lambda: mgr.cloud.queue().get(job) == "RUNNING", 120, f"job {job} running on {node}")
-    instance = mgr.cloud.instance_of_node(node)
+def _powered_up_drained(mgr: Mgr, node: str, reason: str) -> Instance:
+    """`node` powered up (as the manager powers up an always-on node) and drained by hand with `reason` while it
+    boots; returns its instance once slurmd has registered (the node idle and drained)."""
+    mgr.cloud.slurm("scontrol", "update", f"nodename={node}", "state=power_up")
     mgr.cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
-    return instance, mgr.wait_jobs([job]), job
+    mgr.wait(lambda: mgr.state(node) == "drain", 120, f"{node} up, idle and drained")
+    return mgr.cloud.instance_of_node(node)
 
 
 def _held(mgr: Mgr, node: str, state: str, reason: str, seconds: float) -> None:
@@ -408,21 +408,20 @@ def test_drains_by_hand_roll_a_node_out_keep_a_powered_down_one_and_suspend_exc_
     node keeps its instance, and the manager still replaces a drain it owns (its explicit power-down is not held
     back)."""
     cloud, node = mgr.cloud, "cpu-small-4"
-    rolled, records, job = _drained_while_busy(mgr, node, "roll out by hand")
+    rolled = _powered_up_drained(mgr, node, "roll out by hand")
     mgr.wait(lambda: mgr.state(node) == "idle~", 90, f"{node} powered down and back in service")
     assert mgr.reason(node) == ""
     assert rolled.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}
 
     cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=kept out by hand")
-    _held(mgr, node, "drain~", "kept out by hand", 30)
+    _held(mgr, node, "drain~", "kept out by hand", 20)
     cloud.slurm("scontrol", "update", f"nodename={node}", "state=undrain")
     assert mgr.state(node) == "idle~"
 
     cloud.slurm("scontrol", "update", "SuspendExcStates=DRAIN")  # as clusters[].slurm_settings would set it
     try:
-        kept, more, job2 = _drained_while_busy(mgr, node, "inspect by hand")
-        mgr.wait(lambda: mgr.state(node) == "drain", 60, f"{node} idle and drained")
-        _held(mgr, node, "drain", "inspect by hand", 35)
+        kept = _powered_up_drained(mgr, node, "inspect by hand")
+        _held(mgr, node, "drain", "inspect by hand", 25)
         assert kept.instance_id in {i.instance_id for i in cloud.instances(LIVE)}
         before = mgr.counters()["nodes_replaced"]
         cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=Kill task failed")
@@ -431,7 +430,8 @@ def test_drains_by_hand_roll_a_node_out_keep_a_powered_down_one_and_suspend_exc_
         assert mgr.counters()["nodes_replaced"] > before
     finally:
         cloud.slurm("scontrol", "update", "SuspendExcStates=")
-    nothing_lost(mgr, [job, job2], [*records, *more])
+    mgr.wait(lambda: not cloud.orphan_instances(), 60, "no orphan instances")
+    assert_no_orphans(cloud)
 
 
 def test_fleet_stop_powers_every_node_down_keeps_jobs_queued_and_start_runs_them(mgr: Mgr) -> None:
