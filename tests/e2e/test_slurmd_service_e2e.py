@@ -27,6 +27,7 @@ from localcloud.aws.faults import Faults
 from localcloud.cloud import LocalCloud
 from localcloud.instances.instance_runner import unit_dir
 from localcloud.services import procs
+from slurm_plugin.hostlists import expand
 from slurm_plugin.manager.metrics import METRICS_FILE
 from slurm_plugin.manifest import load_manifest
 from slurm_plugin.powersave import spare
@@ -113,11 +114,7 @@ def _unit_processes(cloud: LocalCloud, unit: str) -> set[int]:
 def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(cloud: LocalCloud) -> None:
     old = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert old is not None
-
-    def launching() -> set[int]:
-        return {p for p in _unit_processes(cloud, "slurmctld.service") if "slurm_plugin.powersave" in procs.cmdline(p)}
-
-    workers: set[int] = set()
+    request: tuple[str, int] | None = None
     for _ in range(3):
         (node,) = cold_nodes(cloud, 1)
         # the spare the boot started (elastic-slurm-config-apply) waits outside slurmctld's cgroup and would take the
@@ -126,35 +123,58 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
         _withdraw_waiting_spares(cloud)
         # every AWS call takes 8 s: the resume worker is still launching when slurmctld restarts
         cloud.set_faults(Faults(latency_ms=8000))
+        since = len(_plugin_log(cloud))
         job = cloud.sbatch("-w", node, wrap="true")
-        cloud.wait_until(lambda n=node: "#" in cloud.nodes().get(n, ""), 30, f"{node} powering up")
-        workers = launching()
-        if workers:
+        cloud.wait_until(lambda n=node, s=since: _resume_request(cloud, n, s), 60, f"ResumeProgram ran for {node}")
+        request = _resume_request(cloud, node, since)
+        assert request is not None
+        if request[1] in _unit_processes(cloud, "slurmctld.service"):
             break
         # a spare started between the kill and the request (the config-sync timer primes one every minute) and
         # took it, outside slurmctld's cgroup (seen once in a busy run): not this test's case; again on another node
+        request = None
         cloud.clear_faults()
         cloud.wait_jobs_done([job], timeout=180)
-    assert workers, "no resume worker in slurmctld's cgroup in 3 attempts"
+    assert request is not None, "no resume worker in slurmctld's cgroup in 3 attempts"
+    request_id, worker = request
+    # the spares in slurmctld's cgroup (a worker the foreground started starts one for the next request before it
+    # works): they have no request and must still wait after the restart
+    spares = {p for p in _unit_processes(cloud, "slurmctld.service") if "--spare" in procs.cmdline(p)} - {worker}
     _restart_slurmctld(cloud)
     new = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert new is not None and new != old and procs.cmdline(new).startswith("/usr/sbin/slurmctld")
     assert not procs.cmdline(old).startswith("/usr/sbin/slurmctld")
-    ended = {w for w in workers if not procs.cmdline(w)}
-    assert not {w for w in ended if not _done(cloud, w)}, "workers killed with slurmctld"
+    # KillMode=process: only slurmctld itself was stopped. The worker still launches (or has finished its request: a
+    # killed one never logs `done`)
+    assert procs.cmdline(worker) or _done(cloud, worker, request_id), "the worker was killed with slurmctld"
+    assert all("--spare" in procs.cmdline(p) for p in spares), f"idle spares of {spares} ended with slurmctld"
     cloud.clear_faults()
     # (not restarts == 0: every AWS call took 8 s until now, and a launch past ResumeTimeout is requeued by Slurm; the
-    # worker's own survival is what `_done` and `served` below check)
+    # worker's own survival is what `_done` checks)
     with kept_up(cloud, node):  # set after the restart, which forgets it; the instance is read after the job
         (record,) = cloud.wait_jobs_done([job], timeout=180)
         assert (record.state, record.nodes) == ("COMPLETED", node)
         assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)
-    # KillMode=process: only slurmctld itself was stopped. Every worker that had a request finished it (a killed one
-    # never logs `done`: the launch of this node is one of them), and one that had none (a spare) still waits
-    served = {w for w in workers if any(f" {w} INFO slurm-resume: request " in line for line in _plugin_log(cloud))}
-    assert served, f"no worker of {workers} served a request"
-    assert all(_done(cloud, worker) for worker in served), "a worker was cut off"
-    assert not ended - served, f"idle workers {ended - served} ended with slurmctld"
+    cloud.wait_until(lambda: _done(cloud, worker, request_id), 60, f"worker {worker} done with request {request_id}")
+
+
+def _resume_request(cloud: LocalCloud, node: str, since: int) -> tuple[str, int] | None:
+    """The request id and worker pid of the ResumeProgram run for `node` after plugin.log line `since`, from the
+    foreground's `handed to worker pid` line and the request's own file (its hostlist; the worker removes it when
+    done, and every AWS call takes seconds here); None before ResumeProgram ran."""
+    handed = re.compile(r" INFO slurm-resume: request (\S+): slurm-resume of \d+ nodes handed to worker pid (\d+)$")
+    requests = Path(load_manifest(cloud.layout.manifest).state_dir) / "requests"
+    for line in _plugin_log(cloud)[since:]:
+        match = handed.search(line)
+        if match is None:
+            continue
+        try:
+            hostlist = json.loads((requests / match[1] / "request.json").read_text())["hostlist"]
+        except (OSError, ValueError):
+            continue
+        if node in expand(hostlist):
+            return match[1], int(match[2])
+    return None
 
 
 def _restart_slurmctld(cloud: LocalCloud) -> None:
@@ -224,9 +244,9 @@ def _plugin_log(cloud: LocalCloud) -> list[str]:
     return (cloud.layout.log / "plugin.log").read_text().splitlines()
 
 
-def _done(cloud: LocalCloud, worker: int) -> bool:
-    """Whether the resume worker `worker` logged the end of its request."""
-    return any(f" {worker} INFO " in line and " done: " in line for line in _plugin_log(cloud))
+def _done(cloud: LocalCloud, worker: int, request_id: str) -> bool:
+    """Whether the resume worker `worker` logged the end of request `request_id`."""
+    return any(f" {worker} INFO slurm-resume: request {request_id} done: " in line for line in _plugin_log(cloud))
 
 
 def test_the_cluster_manager_unit_is_started_once_its_first_cycle_ran(cloud: LocalCloud) -> None:
