@@ -7,17 +7,18 @@ them they are skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from localcloud.cloud import LocalCloud
-from localcloud.ops import LIVE
+from localcloud.ops import LIVE, Instance
 
 CONFIG = Path(__file__).resolve().parents[2] / "cluster_config" / "examples" / "local-demo.yaml"
 NEEDED = ["mariadbd", "mariadb-install-db", "unshare", "chroot"]
@@ -155,3 +156,18 @@ def assert_no_orphans(cloud: LocalCloud, timeout: float = 60) -> None:
     cloud.wait_until(lambda: not cloud.orphan_instances(), timeout, "no orphan instances")
     live = {i.private_ip for i in cloud.instances(LIVE)}
     assert not cloud.orphan_instances(), live
+
+
+def replaced_boots(cloud: LocalCloud, instances: Iterable[Instance]) -> set[str]:
+    """The ids of the `instances` Slurm gave up on: a boot past ResumeTimeout (a busy machine) is ended by
+    ResumeFailProgram (its `terminated` event says `resume-fail`) and the job requeued onto a new instance. An exact
+    count of launches or requeues adds these; any other extra launch or requeue still fails it."""
+    ids = {i.instance_id for i in instances}
+    path = cloud.layout.plugin_state / "events.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    events = (json.loads(line) for line in lines if line.strip())
+    return {
+        str(e["instance_id"])
+        for e in events
+        if e.get("event") == "terminated" and e.get("reason") == "resume-fail" and e.get("instance_id") in ids
+    }

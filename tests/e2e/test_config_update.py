@@ -33,6 +33,8 @@ from tests.e2e.conftest import CONFIG, kept_up, module_cloud
 pytestmark = pytest.mark.e2e
 
 SYNC_UNIT = "slurm-config-sync.service"
+SYNC_TIMER = "slurm-config-sync.timer"
+APPLY_LOCK = "/run/elastic-slurm-config-apply.lock"  # assets/bootstrap/elastic-slurm-config-apply
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +104,14 @@ def test_a_config_that_fails_to_render_leaves_the_running_one_and_is_not_retried
     good = path.read_text()
     cluster = load(path).clusters[0]
     aws = cloud.aws()
+    # the timer (every minute) must not be the run that meets the bad config first: this run's exit code is asserted.
+    # Stopped while holding the apply's lock, so no run of it is cut off half way
+    stopped = _on_controller_env(cloud, f"flock {APPLY_LOCK} systemctl stop {SYNC_TIMER}")
+    assert stopped.returncode == 0, stopped.stderr
     try:
         path.write_text(good.replace("max_nodes: 4", "max_nodes: 0"))  # `validate` would refuse it; say it got through
         url = controller_boot.deploy_config(lambda s, r: aws.client(s, r), cluster, path)
-        failed = cloud.on_controller(
-            ["/bin/bash", "-c", f"set -a; . /etc/elastic-slurm/env; set +a; exec systemctl start {SYNC_UNIT}"]
-        )
+        failed = _on_controller_env(cloud, f"systemctl start {SYNC_UNIT}")
         assert failed.returncode != 0
         assert conf.read_text() == before and (etc / "config-applied").read_text() == applied
         assert (etc / "config-failed").read_text().strip() == url
@@ -118,6 +122,8 @@ def test_a_config_that_fails_to_render_leaves_the_running_one_and_is_not_retried
         path.write_text(good)
         controller_boot.deploy_config(lambda s, r: aws.client(s, r), cluster, path)
         _run_sync_unit(cloud)  # back to the config the boot applied (its URL is the applied one: no reconfigure)
+        started = _on_controller_env(cloud, f"systemctl start {SYNC_TIMER}")
+        assert started.returncode == 0, started.stderr
 
 
 def test_a_pool_grows_in_place_while_its_running_job_keeps_running(cloud: LocalCloud) -> None:

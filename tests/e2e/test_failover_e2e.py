@@ -228,13 +228,22 @@ print(protection.record_failures(m.state_dir, [(pool, 1)], 1, time.time()))
             launched[node] = instance
         elif event.get("event") == "terminated":
             launched = {n: i for n, i in launched.items() if i != instance}
-    live = {i.instance_id: i for i in fo.instances(LIVE)}
-    node_map = json.loads((fo.layout.plugin_state / "nodes.json").read_text() or "{}")
-    assert all(entry["instance_id"] in live for entry in node_map.values()), (node_map, live)
-    addresses = fo.node_addrs()
-    for node, addr in addresses.items():
-        if addr != node:
-            assert any(i.private_ip == addr for i in live.values()), f"{node} bound to {addr}: no live instance"
+
+    def bound_to_dead() -> list[str]:
+        """Nodes the node map or NodeAddr binds to no live instance. A node powering down passes through such a state
+        for a moment (its instance is terminated first, its NodeAddr reset and its map entry removed after): the
+        check waits for it to pass; a binding that stays fails."""
+        live = {i.instance_id: i.private_ip for i in fo.instances(LIVE)}
+        node_map = json.loads((fo.layout.plugin_state / "nodes.json").read_text() or "{}")
+        dead = [
+            f"{node} -> {entry['instance_id']}" for node, entry in node_map.items() if entry["instance_id"] not in live
+        ]
+        addresses = fo.node_addrs()
+        return dead + [
+            f"{node} at {addr}" for node, addr in addresses.items() if addr != node and addr not in live.values()
+        ]
+
+    fo.wait_until(lambda: not bound_to_dead(), 30, "every node bound to a live instance", bound_to_dead)
 
     # ---- no orphan: the manager ends what the crashed worker launched but never bound, then everything powers down
     fo.wait_until(lambda: _manager_once(fo, 0, orphan_grace=5).returncode == 0 and not fo.orphan_instances(), 90,

@@ -33,7 +33,9 @@ pytestmark = pytest.mark.e2e
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "federation-local.yaml"
 LICENSE = "vcs@flexsrv1"
-JOB_TIMEOUT = 120.0
+# a job requeued on fed-b waits out the requeue hold, then the next full scheduling pass (sched_interval: 60 s by
+# default) and its node's boot: up to ~2 minutes on a busy machine
+JOB_TIMEOUT = 240.0
 
 
 @dataclass(frozen=True)

@@ -386,7 +386,9 @@ def _powered_up_drained(mgr: Mgr, node: str, reason: str) -> Instance:
     boots; returns its instance once slurmd has registered (the node idle and drained)."""
     mgr.cloud.slurm("scontrol", "update", f"nodename={node}", "state=power_up")
     mgr.cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
-    mgr.wait(lambda: mgr.state(node) == "drain", 120, f"{node} up, idle and drained")
+    # no manager cycles meanwhile (Slurm's ResumeProgram powers it up): a cycle slowed down by a busy machine could
+    # outlast the SuspendTime the drained node stays up for
+    mgr.cloud.wait_until(lambda: mgr.state(node) == "drain", 120, f"{node} up, idle and drained")
     return mgr.cloud.instance_of_node(node)
 
 
@@ -411,7 +413,8 @@ def test_drains_by_hand_roll_a_node_out_keep_a_powered_down_one_and_suspend_exc_
     rolled = _powered_up_drained(mgr, node, "roll out by hand")
     mgr.wait(lambda: mgr.state(node) == "idle~", 90, f"{node} powered down and back in service")
     assert mgr.reason(node) == ""
-    assert rolled.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}
+    # (the suspend worker may still be terminating it when SuspendTimeout ends)
+    mgr.wait(lambda: rolled.instance_id not in {i.instance_id for i in cloud.instances(LIVE)}, 60, "instance ended")
 
     cloud.slurm("scontrol", "update", f"nodename={node}", "state=drain", "reason=kept out by hand")
     _held(mgr, node, "drain~", "kept out by hand", 20)

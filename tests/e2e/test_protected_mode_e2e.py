@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from localcloud.cloud import LocalCloud
-from tests.e2e.conftest import assert_no_orphans, module_cloud
+from localcloud.ops import Instance
+from tests.e2e.conftest import assert_no_orphans, module_cloud, replaced_boots
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +34,10 @@ def _bad_launches(cloud: LocalCloud) -> int:
     return sum(1 for i in cloud.instances() if i.pool == "cpu-bad")
 
 
+def _good(cloud: LocalCloud) -> list[Instance]:
+    return [i for i in cloud.instances() if i.pool == "cpu-good"]
+
+
 def _bad_nodes(cloud: LocalCloud) -> dict[str, tuple[str, str]]:
     out = cloud.slurm("sinfo", "-h", "-N", "-o", "%N|%t|%E", check=False)
     rows = (line.split("|", 2) for line in out.splitlines() if line.startswith("cpu-bad-"))
@@ -45,13 +50,17 @@ def test_a_pool_whose_boots_keep_failing_stops_launching_and_the_job_runs_elsewh
     prot.fail_next_boots(2)
     jobs = [prot.sbatch("-N1", wrap="echo ran-on=$SLURMD_NODENAME") for _ in range(2)]
     records = prot.wait_jobs_done(jobs, timeout=300)
-    assert all(r.state == "COMPLETED" and r.nodes.startswith("cpu-good-") and r.restarts == 1 for r in records), records
+    assert all(r.state == "COMPLETED" and r.nodes.startswith("cpu-good-") and r.restarts >= 1 for r in records), records
+    # one requeue each from its failed cpu-bad boot, and one more per cpu-good boot Slurm gave up on (a busy machine)
+    assert sum(r.restarts for r in records) == 2 + len(replaced_boots(prot, _good(prot))), records
     assert _bad_launches(prot) == 2
     table = _bad_nodes(prot)
     assert all(s.startswith("down") and r.startswith("(Code:ProtectedMode) pool cpu-bad") for s, r in table.values())
     # the next job goes straight to the good pool: nothing is launched for the protected one
+    good_before = {i.instance_id for i in _good(prot)}
     (again,) = prot.wait_jobs_done([prot.sbatch("-N1", wrap="true")], timeout=120)
-    assert again.state == "COMPLETED" and again.nodes.startswith("cpu-good-") and again.restarts == 0
+    assert again.state == "COMPLETED" and again.nodes.startswith("cpu-good-")
+    assert again.restarts == len(replaced_boots(prot, [i for i in _good(prot) if i.instance_id not in good_before]))
     assert _bad_launches(prot) == 2
     assert_no_orphans(prot)
 

@@ -125,7 +125,9 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
         cloud.set_faults(Faults(latency_ms=8000))
         since = len(_plugin_log(cloud))
         job = cloud.sbatch("-w", node, wrap="true")
-        cloud.wait_until(lambda n=node, s=since: _resume_request(cloud, n, s), 60, f"ResumeProgram ran for {node}")
+        cloud.wait_until(
+            lambda n=node, s=since: _resume_request(cloud, n, s) is not None, 60, f"ResumeProgram ran for {node}"
+        )
         request = _resume_request(cloud, node, since)
         assert request is not None
         if request[1] in _unit_processes(cloud, "slurmctld.service"):
@@ -139,7 +141,7 @@ def test_resume_workers_survive_a_slurmctld_restart_and_their_nodes_come_up(clou
     request_id, worker = request
     # the spares in slurmctld's cgroup (a worker the foreground started starts one for the next request before it
     # works): they have no request and must still wait after the restart
-    spares = {p for p in _unit_processes(cloud, "slurmctld.service") if "--spare" in procs.cmdline(p)} - {worker}
+    spares = _waiting_spares(cloud) & _unit_processes(cloud, "slurmctld.service")
     _restart_slurmctld(cloud)
     new = procs.read_pid(cloud.layout.run / "units" / "slurmctld.service.pid")
     assert new is not None and new != old and procs.cmdline(new).startswith("/usr/sbin/slurmctld")
@@ -210,9 +212,10 @@ def test_a_node_back_from_a_capacity_cool_down_runs_a_job_after_a_slurmctld_rest
         before = _counter(cloud, "stale_not_responding_cleared")
         manager_cycle(cloud)
         assert _counter(cloud, "stale_not_responding_cleared") >= before + 1  # this node (and any an earlier test left)
-        (record,) = cloud.wait_jobs_done([job], timeout=240)
-        assert (record.state, record.nodes) == ("COMPLETED", node)
-        assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)  # EC2's side: its live instance
+        with kept_up(cloud, node):  # after the cycle's power-down: the instance is read after the job
+            (record,) = cloud.wait_jobs_done([job], timeout=240)
+            assert (record.state, record.nodes) == ("COMPLETED", node)
+            assert cloud.instance_of_node(node).private_ip == cloud.node_addr(node)  # EC2's side: its live instance
         assert_no_orphans(cloud)
     finally:
         cloud.slurm("scancel", job, check=False)
@@ -238,6 +241,12 @@ def _withdraw_waiting_spares(cloud: LocalCloud) -> None:
             os.kill(pid, signal.SIGTERM)
             cloud.wait_until(lambda p=pid: not procs.cmdline(p), 30, f"spare {pid} gone")
         idle.unlink(missing_ok=True)
+
+
+def _waiting_spares(cloud: LocalCloud) -> set[int]:
+    """The spare workers waiting for a request (their FIFO not claimed): a claimed one ends once it has served."""
+    fifos = (Path(load_manifest(cloud.layout.manifest).state_dir) / spare.SPARES).glob("*/*.fifo")
+    return {int(fifo.stem) for fifo in fifos}
 
 
 def _plugin_log(cloud: LocalCloud) -> list[str]:
