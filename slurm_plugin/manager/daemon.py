@@ -31,7 +31,7 @@ from slurm_plugin.manager import events, fleet, metrics, readiness, topology
 from slurm_plugin.manager.apply import Outcome, Terminator, apply
 from slurm_plugin.manager.model import Action, Instance, Kind, Settings
 from slurm_plugin.manager.observe import ObserveError, describe_cluster
-from slurm_plugin.manager.reconcile import reconcile
+from slurm_plugin.manager.reconcile import REASON_GONE, reconcile
 from slurm_plugin.manager.slurm_port import ManagerSlurm, ScontrolManager
 from slurm_plugin.manifest import Manifest, ManifestError, load_manifest
 from slurm_plugin.powersave import node_names, protection
@@ -112,7 +112,7 @@ class Manager:
                 actions_of[message.handle] = events.event_actions(message.events, nodes, instances)
                 actions.extend(actions_of[message.handle])
         at = now()
-        actions.extend(reconcile(nodes, instances, at, settings))
+        actions.extend(self._not_suspended_meanwhile(reconcile(nodes, instances, at, settings)))
         self._log_ignored(actions)
         outcome = apply(actions, self.ec2, self.slurm, self.dry_run)
         if messages and not self.dry_run:  # a message whose action failed comes back after its visibility timeout
@@ -129,6 +129,24 @@ class Manager:
                 "cycle: %d node(s), %d instance(s), %d action(s) done, %d failure(s)",
                 len(nodes), len(instances), done, len(outcome.failures))  # fmt: skip
         return outcome
+
+    def _not_suspended_meanwhile(self, actions: list[Action]) -> list[Action]:
+        """`actions` less the power-downs for a lost instance of nodes Slurm has begun to power down since it was read.
+
+        Slurm is read before EC2 (an address it shows belongs to an instance EC2 already lists), so a suspend can
+        fall in between: slurmctld marks the node POWERING_DOWN, then SuspendProgram terminates its instance, and
+        EC2 shows that instance gone while the node read says up. A power-down then would only write a false reason
+        (`(Manager:InstanceGone)`) on a node Slurm already powers down, and count a loss; so the nodes of those
+        actions are read again (one scontrol call, only in a cycle that has such an action)."""
+        lost = {a.target for a in actions if a.kind is Kind.POWER_DOWN and a.reason == REASON_GONE}
+        if not lost:
+            return actions
+        suspended = {n.name for n in self.slurm.nodes() if n.name in lost and (n.powering_down or n.powered_down)}
+        for name in sorted(suspended):
+            LOG.info(
+                "%s: powered down by Slurm since it was read (SuspendProgram ended its instance): left alone", name
+            )
+        return [a for a in actions if not (a.target in suspended and a.reason == REASON_GONE)]
 
     def _sweep_node_names(self, instances: Sequence[Instance], at: datetime) -> None:
         """Remove the node-name files (slurm_plugin/powersave/node_names.py) of instances EC2 no longer lists as

@@ -37,9 +37,12 @@ class FakeSlurm:
     leader: str = "ctl-a"
     calls: list[tuple[str, tuple[str, ...], str]] = field(default_factory=list)
     failing: tuple[str, ...] = ()  # power-downs whose reason starts with one of these fail
+    read_again: list[Node] | None = None  # what a second read shows (Slurm moved on meanwhile); else node_list
+    reads: int = 0
 
     def nodes(self) -> list[Node]:
-        return list(self.node_list)
+        self.reads += 1
+        return list(self.node_list if self.reads == 1 or self.read_again is None else self.read_again)
 
     def ping(self) -> str:
         return f"Slurmctld(primary) at {self.leader} is UP\n"
@@ -144,6 +147,27 @@ def test_node_whose_instance_was_terminated_behind_our_back_is_powered_down(
 
     assert [(c[0], c[1]) for c in slurm.calls] == [("power_down", ("cpu-c7i-2",))]
     assert slurm.calls[0][2].startswith("(Manager:InstanceGone)")
+    assert slurm.reads == 2  # read again before the power-down: still up, so the instance is lost
+
+
+def test_a_node_slurm_powers_down_between_the_reads_is_left_to_suspend_program(
+    aws: EmulatedAws, network: dict[str, str], tmp_path: Path, cluster: str
+) -> None:
+    """Slurm read first (idle, powered up), then its suspend: POWERING_DOWN, and SuspendProgram terminates the
+    instance before EC2 is read. No power-down with `(Manager:InstanceGone)`, no loss counted; the node is read again
+    once. (test_node_whose_instance_was_terminated_behind_our_back_is_powered_down: still up when read again.)"""
+    (suspended,) = launch(aws, network, cluster, 1)
+    aws.client("ec2").terminate_instances(InstanceIds=[suspended["InstanceId"]])
+    address = suspended["PrivateIpAddress"]
+    slurm = FakeSlurm(
+        [node("cpu-c7i-6", "IDLE+CLOUD", address)], read_again=[node("cpu-c7i-6", "IDLE+CLOUD+POWERING_DOWN", address)]
+    )
+
+    outcome = manager(aws, tmp_path, cluster, slurm).cycle(now=lambda: LATER)
+
+    assert outcome is not None and outcome.failures == [] and outcome.done == []
+    assert slurm.calls == [] and slurm.reads == 2
+    assert metrics.load(tmp_path / "state").counters.get("instances_lost", 0) == 0
 
 
 def test_a_cycle_repeats_the_power_down_of_idle_nodes_left_not_responding_and_counts_them(
