@@ -158,16 +158,20 @@ def assert_no_orphans(cloud: LocalCloud, timeout: float = 60) -> None:
     assert not cloud.orphan_instances(), live
 
 
+def plugin_events(cloud: LocalCloud) -> list[dict[str, object]]:
+    """The plugin's and the manager's event log (slurm_plugin/telemetry/events.py), oldest first."""
+    path = cloud.layout.plugin_state / "events.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def replaced_boots(cloud: LocalCloud, instances: Iterable[Instance]) -> set[str]:
     """The ids of the `instances` Slurm gave up on: a boot past ResumeTimeout (a busy machine) is ended by
     ResumeFailProgram (its `terminated` event says `resume-fail`) and the job requeued onto a new instance. An exact
     count of launches or requeues adds these; any other extra launch or requeue still fails it."""
     ids = {i.instance_id for i in instances}
-    path = cloud.layout.plugin_state / "events.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    events = (json.loads(line) for line in lines if line.strip())
     return {
         str(e["instance_id"])
-        for e in events
+        for e in plugin_events(cloud)
         if e.get("event") == "terminated" and e.get("reason") == "resume-fail" and e.get("instance_id") in ids
     }

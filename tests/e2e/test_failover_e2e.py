@@ -26,7 +26,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
 from slurm_plugin.controller_state import controller_state_dir
 from slurm_plugin.naming import fleet_parameter
-from tests.e2e.conftest import module_cloud
+from tests.e2e.conftest import module_cloud, plugin_events
 
 pytestmark = pytest.mark.e2e
 
@@ -96,11 +96,6 @@ def _in_charge(cloud: LocalCloud) -> bool:
 def _job_fields(cloud: LocalCloud, job: str) -> dict[str, str]:
     out = cloud.slurm("scontrol", "show", "job", job, "--oneliner", check=False)
     return dict(word.split("=", 1) for word in out.split() if "=" in word)
-
-
-def _events(cloud: LocalCloud) -> list[dict[str, object]]:
-    path = cloud.layout.plugin_state / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_two_controllers_boot_from_one_user_data_and_only_the_primary_acts(
@@ -221,7 +216,7 @@ print(protection.record_failures(m.state_dir, [(pool, 1)], 1, time.time()))
 
     # ---- no node launched twice, no node bound to a dead instance
     launched: dict[str, str] = {}  # node -> its instance, from `node_launched` until that instance's `terminated`
-    for event in _events(fo):
+    for event in plugin_events(fo):
         node, instance = str(event.get("node", "")), str(event.get("instance_id", ""))
         if event.get("event") == "node_launched":
             assert node not in launched or launched[node] == instance, f"{node}: {launched[node]} and {instance}"

@@ -230,7 +230,7 @@ def _withdraw_waiting_spares(cloud: LocalCloud) -> None:
     """Stop this cloud's waiting spare workers (slurm_plugin/powersave/spare.py) the way an idle spare withdraws: its
     FIFO renamed to `.idle` (no foreground can claim it any more; a rename that fails means it was just claimed, and
     a claimed spare is serving a request: never stopped here), then SIGTERM."""
-    for fifo in (Path(load_manifest(cloud.layout.manifest).state_dir) / spare.SPARES).glob("*/*.fifo"):
+    for fifo in _spare_fifos(cloud):
         idle = fifo.with_suffix(".idle")
         try:
             fifo.rename(idle)
@@ -243,10 +243,14 @@ def _withdraw_waiting_spares(cloud: LocalCloud) -> None:
         idle.unlink(missing_ok=True)
 
 
+def _spare_fifos(cloud: LocalCloud) -> list[Path]:
+    """The FIFOs of the spare workers waiting for a request (not claimed), every host's."""
+    return sorted((Path(load_manifest(cloud.layout.manifest).state_dir) / spare.SPARES).glob("*/*.fifo"))
+
+
 def _waiting_spares(cloud: LocalCloud) -> set[int]:
     """The spare workers waiting for a request (their FIFO not claimed): a claimed one ends once it has served."""
-    fifos = (Path(load_manifest(cloud.layout.manifest).state_dir) / spare.SPARES).glob("*/*.fifo")
-    return {int(fifo.stem) for fifo in fifos}
+    return {int(fifo.stem) for fifo in _spare_fifos(cloud)}
 
 
 def _plugin_log(cloud: LocalCloud) -> list[str]:
