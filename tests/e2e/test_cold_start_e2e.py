@@ -18,7 +18,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.ops import LIVE
 from slurm_plugin import bootwatch
 from slurm_plugin.manager import daemon as manager
-from tests.e2e.conftest import cold_nodes
+from tests.e2e.conftest import cold_nodes, replaced_boots
 
 NODES = 3
 QUIET = 10.0  # seconds of the quiet window measuring the background (a multiple of the exporter's intervals)
@@ -53,10 +53,12 @@ def test_a_cold_start_asks_slurmctld_only_about_its_own_nodes_and_job(cloud: Loc
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     launched = {i.instance_id for i in cloud.instances(LIVE)} - live_before
     assert len(launched) == NODES, launched  # one instance per node: the early launch and ResumeProgram agree
+    # a boot past ResumeTimeout (a busy machine) was ended and its node booted again: that boot asked too
+    extra = len(replaced_boots(cloud, [i for i in cloud.instances() if i.instance_id not in live_before]))
     # each booting node: one configless config fetch (the login node's sackd may fetch once in the window too) and one
     # `scontrol show config` (its bootstrap) ...
-    assert NODES <= delta.get("REQUEST_CONFIG", 0) <= NODES + 1, delta
-    assert delta.get("REQUEST_BUILD_INFO", 0) == NODES, delta
+    assert NODES <= delta.get("REQUEST_CONFIG", 0) <= NODES + extra + 1, (delta, extra)
+    assert NODES <= delta.get("REQUEST_BUILD_INFO", 0) <= NODES + extra, (delta, extra)
     assert delta.get("MESSAGE_NODE_REGISTRATION_STATUS", 0) >= NODES, delta
     # ... and no whole node table from the boot path: no more than the background's rate, with room for a sample
     # that caught one collection fewer than the average (x1.5) and for reads in flight at each end of the window
@@ -67,7 +69,7 @@ def test_a_cold_start_asks_slurmctld_only_about_its_own_nodes_and_job(cloud: Loc
     assert delta.get("REQUEST_NODE_INFO", 0) <= allowed, (delta, elapsed, background)
     # single-node questions: the bootstrap's (1 per node when its NodeAddr is set), the prolog's first look (1 per
     # node), the boot watch's (its waited nodes, every bootwatch.INTERVAL while they boot): bounded by time, not cluster size
-    bound = NODES * (2 + 2 + math.ceil(elapsed / bootwatch.INTERVAL))
+    bound = (NODES + extra) * (2 + 2 + math.ceil(elapsed / bootwatch.INTERVAL))
     assert delta.get("REQUEST_NODE_INFO_SINGLE", 0) <= bound, (delta, elapsed)
     # the prolog was woken by the boot watch, not by polling Slurm itself
     prolog_log = cloud.layout.log / "prolog.log"
