@@ -31,7 +31,8 @@ typecheck: setup
 # localcloud/port_claims.py) in 6 workers, longest file first — they mostly wait on Slurm's timers (4 workers alone:
 # ~115 % CPU) — and the CPU-bound rest (synth, cfn-lint, units) in 2 workers. One test file per worker at a time
 # (--dist loadfile). Fresh clones on one 2-core machine, empty caches: 19.7, 21.1, 21.6, 23.2 and 25.6 min (apt
-# packages installed), 23.6 (apt packages too); 21.9 min at 0fd1f91 (2,152 CPU-seconds). The run is CPU-bound
+# packages installed), 23.6 (apt packages too); 21.9 min at 0fd1f91 (2,152 CPU-seconds); 15.8-20.8 min from
+# 4082d8f to 693c7a9 and 19.1 min at de078a7 (26.05.3 built from SchedMD's tarball each time). The run is CPU-bound
 # (/proc/stat: both cores busy from minute 2 on; process accounting), and the machine's own speed drifts: the Slurm
 # build's same 853 compiler runs cost 166-171 CPU-seconds in the 21 min runs, 192 in the 21.9 min one and 208-223 in
 # the 25-28 min ones. At 0fd1f91 the same work costs ~12 % less CPU than at 2f72268 (1,865 vs 2,132 CPU-seconds
