@@ -16,10 +16,19 @@ Two lookups by id walk everything the region holds, which made the emulator quad
   its image's architecture and root device): moto matches the id against every image of the region (~1,300 in its
   default set) with fnmatch. `image_by_id` answers that one form from moto's own `amis` dict; any other form (ids,
   owners, users, other filters, a glob pattern) goes to moto's own code.
+- one volume by id (`EBSBackend.describe_volumes(volume_ids=[id])`, which RunInstances calls for every instance it
+  creates, to read back the root volume it just made): moto keeps every volume of the region in a list it filters by
+  id. `volume_by_id` answers that one form from moto's own `volumes` dict (id -> volume), with moto's error for an
+  unknown id; any other form goes to moto's own code.
+
+And one translation: a filter value to its regular expression (`moto.ec2.utils.simple_aws_filter_to_re`, fnmatch's
+translate), which DescribeInstances redoes for each value of a tag filter at each instance of the region it
+filters. The function is pure (a string to a string), so `install` keeps its answers (functools.lru_cache).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -94,10 +103,29 @@ def image_by_id(describe_images: Callable[..., list[Any]]) -> Callable[..., list
     return describe
 
 
+def volume_by_id(describe_volumes: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """moto's `describe_volumes`, answering `volume_ids=[<one id>]` without filters by a dict lookup."""
+
+    def describe(backend: Any, volume_ids: list[str] | None = None, filters: Any = None) -> list[Any]:
+        if isinstance(volume_ids, list) and len(volume_ids) == 1 and not filters:
+            from moto.ec2.exceptions import InvalidVolumeIdError
+
+            found = backend.volumes.get(volume_ids[0])
+            if found is None:
+                raise InvalidVolumeIdError(set(volume_ids))
+            return [found]
+        return describe_volumes(backend, volume_ids, filters)
+
+    return describe
+
+
 def install() -> None:
-    """Make moto read a resource's tags, an instance by id and an image by id (idempotent)."""
+    """Make moto read a resource's tags, an instance, an image and a volume by id, and translate a filter value once
+    (idempotent)."""
+    from moto.ec2 import utils as ec2_utils
     from moto.ec2.models.amis import AmiBackend
     from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.models.elastic_block_store import EBSBackend
     from moto.ec2.models.instances import InstanceBackend
 
     if getattr(TaggedEC2Resource, _INSTALLED, False):
@@ -105,4 +133,6 @@ def install() -> None:
     TaggedEC2Resource.get_tags = indexed_tags  # type: ignore[method-assign,assignment]
     InstanceBackend.get_instance = indexed_instance  # type: ignore[method-assign,assignment]
     AmiBackend.describe_images = image_by_id(AmiBackend.describe_images)  # type: ignore[method-assign]
+    EBSBackend.describe_volumes = volume_by_id(EBSBackend.describe_volumes)  # type: ignore[method-assign]
+    ec2_utils.simple_aws_filter_to_re = functools.lru_cache(maxsize=4096)(ec2_utils.simple_aws_filter_to_re)
     setattr(TaggedEC2Resource, _INSTALLED, True)

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
-from moto.ec2.exceptions import InvalidInstanceIdError
+from moto.ec2 import utils as ec2_utils
+from moto.ec2.exceptions import InvalidInstanceIdError, InvalidVolumeIdError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.amis import AmiBackend
 from moto.ec2.models.core import TaggedEC2Resource
+from moto.ec2.models.elastic_block_store import EBSBackend
 from moto.ec2.models.instances import InstanceBackend
 
 from localcloud.aws import moto_speedups
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from tests.aws.plugin_env import public_image
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -23,20 +25,12 @@ REGION = "us-east-1"
 
 
 @pytest.fixture()
-def ec2() -> Iterator[Any]:
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """An in-process moto EC2 client (no server), with dummy credentials."""
-    keys = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update(keys)
-    try:
-        with mock_aws():
-            yield boto3.client("ec2", region_name=REGION)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(key, value)  # put back by monkeypatch
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
 
 
 def _launch(ec2: Any, count: int, tags: dict[str, str]) -> list[str]:
@@ -85,15 +79,21 @@ def test_indexed_instance_finds_what_the_scan_finds_across_launches(ec2: Any) ->
         moto_speedups.indexed_instance(backend, "i-00000000000000000")
 
 
+def _recording(own: Any, calls: list[tuple[Any, ...]]) -> Any:
+    """moto's own method `own`, noting the arguments of each call in `calls`."""
+
+    def recording(backend: Any, *args: Any) -> list[Any]:
+        calls.append(args)
+        return own(backend, *args)  # type: ignore[no-any-return]
+
+    return recording
+
+
 def test_image_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_moto(ec2: Any) -> None:
     backend = ec2_backends[ACCOUNT][REGION]
     own = AmiBackend.describe_images
     calls: list[tuple[Any, ...]] = []
-
-    def recording(backend: Any, *args: Any) -> list[Any]:
-        calls.append(args)
-        return own(backend, *args)
-
+    recording = _recording(own, calls)
     fast = moto_speedups.image_by_id(recording)
     ami = public_image(ec2)
     for value in (ami, [ami], "ami-00000000", ["ami-00000000"]):  # one plain id, as a string or a one-item list
@@ -112,8 +112,37 @@ def test_image_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_mo
     assert len(calls) == len(other_forms)  # each went to moto's own code
 
 
+def test_volume_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_moto(ec2: Any) -> None:
+    backend = ec2_backends[ACCOUNT][REGION]
+    own = EBSBackend.describe_volumes
+    calls: list[tuple[Any, ...]] = []
+    recording = _recording(own, calls)
+    fast = moto_speedups.volume_by_id(recording)
+    _launch(ec2, 3, {"k": "1"})  # each with its root volume
+    volumes = list(backend.volumes)
+    assert len(volumes) == 3
+    for volume_id in volumes:
+        assert fast(backend, [volume_id]) == own(backend, [volume_id])
+        assert fast(backend, volume_ids=[volume_id])[0].id == volume_id
+    assert calls == []  # answered without moto's scan
+    for unknown in (fast, own):
+        with pytest.raises(InvalidVolumeIdError, match="vol-00000000"):
+            unknown(backend, ["vol-00000000"])
+    other_forms: list[dict[str, Any]] = [
+        {"volume_ids": volumes[:2]},  # two ids
+        {"volume_ids": volumes[:1], "filters": {"status": ["in-use"]}},  # a filter too
+        {"filters": {"status": ["in-use"]}},
+        {},
+    ]
+    for form in other_forms:
+        assert fast(backend, **form) == own(backend, **form)
+    assert len(calls) == len(other_forms)  # each went to moto's own code
+
+
 def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
     originals = (TaggedEC2Resource.get_tags, InstanceBackend.get_instance, AmiBackend.describe_images)
+    own_volumes = EBSBackend.describe_volumes
+    own_translate = ec2_utils.simple_aws_filter_to_re
     try:
         moto_speedups.install()
         moto_speedups.install()
@@ -121,9 +150,15 @@ def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
         assert InstanceBackend.get_instance is moto_speedups.indexed_instance
         assert AmiBackend.describe_images is not originals[2]  # wrapped once, not twice
         assert AmiBackend.describe_images.__closure__[0].cell_contents is originals[2]  # type: ignore[attr-defined]
+        assert EBSBackend.describe_volumes.__closure__[0].cell_contents is own_volumes  # type: ignore[attr-defined]
+        assert ec2_utils.simple_aws_filter_to_re.__wrapped__ is own_translate  # type: ignore[attr-defined]
+        for value in ("c1", "c*", "c?", r"c\*", "[c]1", ""):  # the kept translation is moto's own
+            assert ec2_utils.simple_aws_filter_to_re(value) == own_translate(value)
         ids = _launch(ec2, 5, {"elastic-slurm:cluster": "c1", "elastic-slurm:pool": "cpu-a"})
         _launch(ec2, 2, {"elastic-slurm:cluster": "c2"})
         filters = [{"Name": "tag:elastic-slurm:cluster", "Values": ["c1"]}]
+        patterns = [{"Name": "tag:elastic-slurm:cluster", "Values": ["c*"]}]
+        assert len([i for r in ec2.describe_instances(Filters=patterns)["Reservations"] for i in r["Instances"]]) == 7
         found = [i for r in ec2.describe_instances(Filters=filters)["Reservations"] for i in r["Instances"]]
         assert sorted(i["InstanceId"] for i in found) == sorted(ids)
         assert all({"Key": "elastic-slurm:pool", "Value": "cpu-a"} in i["Tags"] for i in found)
@@ -134,5 +169,7 @@ def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
     finally:
         TaggedEC2Resource.get_tags, InstanceBackend.get_instance = originals[:2]  # type: ignore[method-assign]
         AmiBackend.describe_images = originals[2]  # type: ignore[method-assign]
+        EBSBackend.describe_volumes = own_volumes  # type: ignore[method-assign]
+        ec2_utils.simple_aws_filter_to_re = own_translate
         if "_elastic_slurm_indexed" in TaggedEC2Resource.__dict__:
             delattr(TaggedEC2Resource, "_elastic_slurm_indexed")

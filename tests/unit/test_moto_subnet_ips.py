@@ -3,7 +3,6 @@ is full, no address is reused."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from moto import mock_aws
 from moto.ec2.models.subnets import Subnet
 
 from localcloud.aws import moto_subnet_ips
+from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from tests.aws.plugin_env import public_image
 
 REGION = "us-east-1"
@@ -20,12 +20,11 @@ USABLE = 251  # a /24: 256 less the network, broadcast and AWS's three reserved 
 
 
 @pytest.fixture()
-def ec2() -> Iterator[Any]:
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """An in-process moto EC2 client with dummy credentials; moto's Subnet as it was afterwards."""
-    keys = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
-    saved = {k: os.environ.get(k) for k in keys}
+    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(key, value)  # put back by monkeypatch
     original = Subnet.get_available_subnet_ip
-    os.environ.update(keys)
     try:
         with mock_aws():
             yield boto3.client("ec2", region_name=REGION)
@@ -33,11 +32,6 @@ def ec2() -> Iterator[Any]:
         Subnet.get_available_subnet_ip = original  # type: ignore[method-assign]
         if "_elastic_slurm_reclaims_ips" in Subnet.__dict__:
             delattr(Subnet, "_elastic_slurm_reclaims_ips")
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _subnet(ec2: Any) -> str:
