@@ -21,6 +21,11 @@ Two lookups by id walk everything the region holds, which made the emulator quad
   id. `volume_by_id` answers that one form from moto's own `volumes` dict (id -> volume), with moto's error for an
   unknown id; any other form goes to moto's own code.
 
+And one scan: a DescribeInstances with a `tag:KEY` filter runs moto's generic filter (regular expressions per value)
+at every instance of the region. `tag_prefiltered` first keeps the instances whose KEY tag, read from moto's tag store,
+is one of the filter's values, when no value holds a pattern character (then moto's match is plain equality), and
+hands those to moto's own filter, which still applies every filter.
+
 And one translation: a filter value to its regular expression (`moto.ec2.utils.simple_aws_filter_to_re`, fnmatch's
 translate), which DescribeInstances redoes for each value of a tag filter at each instance of the region it
 filters. The function is pure (a string to a string), so `install` keeps its answers (functools.lru_cache).
@@ -119,10 +124,34 @@ def volume_by_id(describe_volumes: Callable[..., list[Any]]) -> Callable[..., li
     return describe
 
 
+def tag_prefiltered(
+    filter_reservations: Callable[[list[Any], Any], list[Any]],
+) -> Callable[[list[Any], Any], list[Any]]:
+    """moto's `filter_reservations(reservations, filters)` after dropping, from the (copied) reservations, instances
+    whose tag fails a `tag:KEY` filter of plain values; what is left goes through moto's own filter."""
+
+    def filtered(reservations: list[Any], filter_dict: Any) -> list[Any]:
+        plain = [
+            (name[4:], frozenset(values))
+            for name, values in (filter_dict or {}).items()
+            if isinstance(name, str) and name.startswith("tag:") and isinstance(values, list)
+            and all(isinstance(v, str) and not GLOB.intersection(v) for v in values)
+        ]  # fmt: skip
+        for reservation in reservations if plain else ():
+            reservation.instances = [
+                instance for instance in reservation.instances
+                if all(instance.ec2_backend.tags.get(instance.id, {}).get(key) in wanted for key, wanted in plain)
+            ]  # fmt: skip
+        return filter_reservations(reservations, filter_dict)
+
+    return filtered
+
+
 def install() -> None:
-    """Make moto read a resource's tags, an instance, an image and a volume by id, and translate a filter value once
-    (idempotent)."""
+    """Make moto read a resource's tags, an instance, an image and a volume by id, filter instances by tag from its tag
+    store first, and translate a filter value once (idempotent)."""
     from moto.ec2 import utils as ec2_utils
+    from moto.ec2.models import instances as instances_module
     from moto.ec2.models.amis import AmiBackend
     from moto.ec2.models.core import TaggedEC2Resource
     from moto.ec2.models.elastic_block_store import EBSBackend
@@ -135,4 +164,5 @@ def install() -> None:
     AmiBackend.describe_images = image_by_id(AmiBackend.describe_images)  # type: ignore[method-assign]
     EBSBackend.describe_volumes = volume_by_id(EBSBackend.describe_volumes)  # type: ignore[method-assign]
     ec2_utils.simple_aws_filter_to_re = functools.lru_cache(maxsize=4096)(ec2_utils.simple_aws_filter_to_re)
+    instances_module.filter_reservations = tag_prefiltered(instances_module.filter_reservations)  # type: ignore[attr-defined,assignment]
     setattr(TaggedEC2Resource, _INSTALLED, True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from moto import mock_aws
 from moto.ec2 import utils as ec2_utils
 from moto.ec2.exceptions import InvalidInstanceIdError, InvalidVolumeIdError
 from moto.ec2.models import ec2_backends
+from moto.ec2.models import instances as instances_module
 from moto.ec2.models.amis import AmiBackend
 from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.elastic_block_store import EBSBackend
@@ -139,10 +141,41 @@ def test_volume_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_m
     assert len(calls) == len(other_forms)  # each went to moto's own code
 
 
+def test_tag_prefiltered_finds_what_moto_s_filter_finds(ec2: Any) -> None:
+    backend = ec2_backends[ACCOUNT][REGION]
+    c1 = _launch(ec2, 3, {"elastic-slurm:cluster": "c1", "elastic-slurm:pool": "cpu-a"})
+    c2 = _launch(ec2, 2, {"elastic-slurm:cluster": "c2", "elastic-slurm:pool": "cpu-a"})
+    bare = _launch(ec2, 1, {"other": "x"})
+    ec2.terminate_instances(InstanceIds=c1[:1])
+    own = instances_module.filter_reservations
+    fast = moto_speedups.tag_prefiltered(own)
+    cases: list[dict[str, list[str]]] = [
+        {"tag:elastic-slurm:cluster": ["c1"]},
+        {"tag:elastic-slurm:cluster": ["c1", "c2"], "tag:elastic-slurm:pool": ["cpu-a"]},
+        {"tag:elastic-slurm:cluster": ["c1"], "instance-state-name": ["running"]},
+        {"tag:elastic-slurm:cluster": ["c*"]},  # a pattern: moto's own filter alone
+        {"tag:elastic-slurm:cluster": ["C1"]},  # case counts, as in moto
+        {"tag:missing": ["c1"]},
+        {"tag-key": ["other"]},
+        {"instance-state-name": ["terminated"]},
+    ]
+    found = []
+    for filters in cases:
+        ours = fast([copy.copy(r) for r in backend.reservations.values()], filters)
+        theirs = own([copy.copy(r) for r in backend.reservations.values()], filters)
+        assert [(r.id, [i.id for i in r.instances]) for r in ours] == [
+            (r.id, [i.id for i in r.instances]) for r in theirs
+        ], filters
+        found.append(sorted(i.id for r in ours for i in r.instances))
+    assert found[0] == sorted(c1) and found[1] == sorted(c1 + c2) and found[2] == sorted(c1[1:])
+    assert found[3] == sorted(c1 + c2) and found[4] == found[5] == [] and found[6] == bare and found[7] == c1[:1]
+
+
 def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
     originals = (TaggedEC2Resource.get_tags, InstanceBackend.get_instance, AmiBackend.describe_images)
     own_volumes = EBSBackend.describe_volumes
     own_translate = ec2_utils.simple_aws_filter_to_re
+    own_filter = instances_module.filter_reservations
     try:
         moto_speedups.install()
         moto_speedups.install()
@@ -152,6 +185,7 @@ def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
         assert AmiBackend.describe_images.__closure__[0].cell_contents is originals[2]  # type: ignore[attr-defined]
         assert EBSBackend.describe_volumes.__closure__[0].cell_contents is own_volumes  # type: ignore[attr-defined]
         assert ec2_utils.simple_aws_filter_to_re.__wrapped__ is own_translate  # type: ignore[attr-defined]
+        assert instances_module.filter_reservations.__closure__[0].cell_contents is own_filter  # type: ignore[attr-defined]
         for value in ("c1", "c*", "c?", r"c\*", "[c]1", ""):  # the kept translation is moto's own
             assert ec2_utils.simple_aws_filter_to_re(value) == own_translate(value)
         ids = _launch(ec2, 5, {"elastic-slurm:cluster": "c1", "elastic-slurm:pool": "cpu-a"})
@@ -171,5 +205,6 @@ def test_install_patches_once_and_answers_stay_the_same(ec2: Any) -> None:
         AmiBackend.describe_images = originals[2]  # type: ignore[method-assign]
         EBSBackend.describe_volumes = own_volumes  # type: ignore[method-assign]
         ec2_utils.simple_aws_filter_to_re = own_translate
+        instances_module.filter_reservations = own_filter
         if "_elastic_slurm_indexed" in TaggedEC2Resource.__dict__:
             delattr(TaggedEC2Resource, "_elastic_slurm_indexed")
