@@ -14,7 +14,7 @@ both per those inputs, asks moto's own `get_possible_keys` for the names on a mi
 path. A picker with other alias providers than moto's defaults goes to moto's own code.
 
 The answer's XML is then written by xmltodict, which checks each element name of the answer (`_validate_name`, a
-quarter of what is left). `validated_once` remembers the names that passed; any other name goes to xmltodict's own
+third of xmltodict's time). `validated_once` remembers the names that passed; any other name goes to xmltodict's own
 check, which raises for a bad one as before.
 """
 

@@ -1,7 +1,7 @@
 """Speed-ups of moto's EC2 emulation that change no answer, installed in the emulated AWS server process.
 
-Two lookups by id walk everything the region holds, which made the emulator quadratic in its instance count
-(measured with 10,000 instances for bench/scale_10k.py, see bench/README.md):
+Lookups by id that walk everything the region holds, which made the emulator quadratic in its instance count
+(the first two measured with 10,000 instances for bench/scale_10k.py, see bench/README.md):
 
 - one resource's tags (`TaggedEC2Resource.get_tags`) go through `describe_tags`, which matches every tag of every
   resource against a regular expression. DescribeInstances calls it for each instance it filters by tag and for each

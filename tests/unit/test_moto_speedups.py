@@ -81,22 +81,31 @@ def test_indexed_instance_finds_what_the_scan_finds_across_launches(ec2: Any) ->
         moto_speedups.indexed_instance(backend, "i-00000000000000000")
 
 
-def _recording(own: Any, calls: list[tuple[Any, ...]]) -> Any:
-    """moto's own method `own`, noting the arguments of each call in `calls`."""
+def _wrapped_recording(wrap: Any, own: Any) -> tuple[Any, list[tuple[Any, ...]]]:
+    """`wrap` around moto's own method `own`, with the arguments of each call that reaches `own` noted."""
+    calls: list[tuple[Any, ...]] = []
 
     def recording(backend: Any, *args: Any) -> list[Any]:
         calls.append(args)
         return own(backend, *args)  # type: ignore[no-any-return]
 
-    return recording
+    return wrap(recording), calls
+
+
+def _each_goes_to_moto(
+    fast: Any, own: Any, backend: Any, forms: list[dict[str, Any]], calls: list[tuple[Any, ...]]
+) -> None:
+    """Each of `forms` gets moto's own answer from `fast`, through moto's own code (one recorded call each)."""
+    before = len(calls)
+    for form in forms:
+        assert fast(backend, **form) == own(backend, **form)
+    assert len(calls) - before == len(forms)
 
 
 def test_image_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_moto(ec2: Any) -> None:
     backend = ec2_backends[ACCOUNT][REGION]
     own = AmiBackend.describe_images
-    calls: list[tuple[Any, ...]] = []
-    recording = _recording(own, calls)
-    fast = moto_speedups.image_by_id(recording)
+    fast, calls = _wrapped_recording(moto_speedups.image_by_id, own)
     ami = public_image(ec2)
     for value in (ami, [ami], "ami-00000000", ["ami-00000000"]):  # one plain id, as a string or a one-item list
         assert fast(backend, filters={"image-id": value}) == own(backend, filters={"image-id": value})
@@ -109,17 +118,13 @@ def test_image_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_mo
         {"ami_ids": [ami]},
         {"owners": ["amazon"], "filters": {"image-id": ami}},
     ]
-    for form in other_forms:
-        assert fast(backend, **form) == own(backend, **form)
-    assert len(calls) == len(other_forms)  # each went to moto's own code
+    _each_goes_to_moto(fast, own, backend, other_forms, calls)
 
 
 def test_volume_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_moto(ec2: Any) -> None:
     backend = ec2_backends[ACCOUNT][REGION]
     own = EBSBackend.describe_volumes
-    calls: list[tuple[Any, ...]] = []
-    recording = _recording(own, calls)
-    fast = moto_speedups.volume_by_id(recording)
+    fast, calls = _wrapped_recording(moto_speedups.volume_by_id, own)
     _launch(ec2, 3, {"k": "1"})  # each with its root volume
     volumes = list(backend.volumes)
     assert len(volumes) == 3
@@ -136,9 +141,7 @@ def test_volume_by_id_answers_what_moto_answers_and_leaves_every_other_form_to_m
         {"filters": {"status": ["in-use"]}},
         {},
     ]
-    for form in other_forms:
-        assert fast(backend, **form) == own(backend, **form)
-    assert len(calls) == len(other_forms)  # each went to moto's own code
+    _each_goes_to_moto(fast, own, backend, other_forms, calls)
 
 
 def test_tag_prefiltered_finds_what_moto_s_filter_finds(ec2: Any) -> None:
