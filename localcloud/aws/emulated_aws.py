@@ -296,14 +296,18 @@ def build_app() -> Any:
     from localcloud.aws import instance_topology
     from localcloud.aws.fault_middleware import FaultMiddleware
     from localcloud.aws.iam_gate import IamGate
+    from localcloud.aws.moto_answer_walk import install as walk_answers_quicker
     from localcloud.aws.moto_serializer import install as keep_serializer_lookups
     from localcloud.aws.moto_speedups import install as index_moto_lookups
     from localcloud.aws.moto_status_filters import install as honour_status_filters
     from localcloud.aws.moto_subnet_ips import install as reclaim_terminated_ips
+    from localcloud.aws.moto_xml import install as write_xml_quicker
     from localcloud.aws.spot_history import Offer
 
     index_moto_lookups()  # tags and instances read by id (same answers; localcloud/aws/moto_speedups.py)
     keep_serializer_lookups()  # answers written with fewer lookups (same answers; localcloud/aws/moto_serializer.py)
+    walk_answers_quicker()  # EC2 answers' shapes walked with less around (same answers; moto_answer_walk.py)
+    write_xml_quicker()  # EC2 answers' XML written directly (same bytes; localcloud/aws/moto_xml.py)
     honour_status_filters()  # DescribeInstanceStatus filters moto drops (localcloud/aws/moto_status_filters.py)
     reclaim_terminated_ips()  # a full subnet reuses terminated instances' addresses (localcloud/aws/moto_subnet_ips.py)
     account = "123456789012"

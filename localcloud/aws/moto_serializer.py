@@ -39,14 +39,15 @@ def _explicit_alias(obj: Any, key: str) -> Any:
     return aliases[key]
 
 
-def _possible_names(picker: Any, context: Any) -> tuple[str, ...]:
+def possible_names(picker: Any, obj: Any, key: str, shape: Any) -> tuple[str, ...]:
     """The attribute names moto's picker tries for this lookup, in its order (computed by moto once per inputs)."""
-    obj, key, shape = context.obj, context.key, context.shape
     parent = getattr(shape, "parent", None) if shape is not None else None
     cache_key = (type(picker), obj.__class__, _explicit_alias(obj, key), key, shape, parent)
     names = _names.get(cache_key)
     if names is None:
-        names = tuple(picker.get_possible_keys(context))
+        from moto.core.serialize import AttributePickerContext
+
+        names = tuple(picker.get_possible_keys(AttributePickerContext(obj=obj, key=key, shape=shape)))
         if len(_names) >= CACHE_LIMIT:
             _names.clear()
         _names[cache_key] = names
@@ -79,7 +80,7 @@ def picked_value(own_call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
             return own_call(picker, context)
         obj = context.obj
         value = None
-        for name in _possible_names(picker, context):
+        for name in possible_names(picker, obj, context.key, context.shape):
             found = get_value(obj, name, MISSING)
             if found is not MISSING:
                 value = found
