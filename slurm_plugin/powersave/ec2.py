@@ -25,7 +25,7 @@ from botocore.parsers import ResponseParserError
 from botocore.utils import parse_timestamp
 
 from slurm_plugin.manifest import TAG_CLUSTER, TAG_LAUNCH_REQUEST, TAG_POOL
-from slurm_plugin.powersave import retry_policy
+from slurm_plugin.powersave import ec2_answers, retry_policy
 from slurm_plugin.powersave.planner import TERMINATE_MAX_IDS, Market, Override, batches
 from slurm_plugin.telemetry import events
 
@@ -169,7 +169,8 @@ class Ec2:
                 client = self._session.client(
                     "ec2", region_name=region, endpoint_url=self.endpoint_url, config=self.config
                 )
-                self._clients[region] = retry_policy.install(client, on_throttle=self._throttled_in(region))
+                client = retry_policy.install(client, on_throttle=self._throttled_in(region))
+                self._clients[region] = ec2_answers.install(client, iso_timestamp)  # RunInstances: used fields
             return self._clients[region]
 
     def _throttled_in(self, region: str) -> Callable[[str], None] | None:
