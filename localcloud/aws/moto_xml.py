@@ -41,11 +41,12 @@ class Unwritten(Exception):
 
 
 def _checked(name: Any) -> str:
-    """`name`, if xmltodict's `_validate_name` accepts it as an element or attribute name."""
-    if name in _good_names:
-        return str(name)
-    if not isinstance(name, str) or name == "#comment":
+    """`name`, if xmltodict's `_validate_name` accepts it as an element or attribute name (and it is a plain str:
+    xmltodict writes a str subclass's value, an f-string its `__format__`)."""
+    if type(name) is not str or name == "#comment":
         raise Unwritten(name)
+    if name in _good_names:
+        return name
     from xmltodict import _validate_name
 
     try:
@@ -70,8 +71,11 @@ def _text(value: Any) -> str:
 
 
 def _escaped(text: str) -> str:
-    """`xml.sax.saxutils.escape(text)` (&, <, >), which most texts of an answer do not need."""
-    return escape(text) if "&" in text or "<" in text or ">" in text else text
+    """`xml.sax.saxutils.escape(text)` (&, <, >), which most texts of an answer do not need; a plain str either
+    way (as `escape`'s replacements return for a str subclass: its value, not its `__str__` or `__format__`)."""
+    if "&" in text or "<" in text or ">" in text:
+        return escape(text)
+    return text if type(text) is str else str.__str__(text)
 
 
 def _element(name: str, value: Any, out: list[str]) -> None:

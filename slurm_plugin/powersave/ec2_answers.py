@@ -12,9 +12,10 @@ before it is parsed. For a successful answer it reads the body with ElementTree,
 event's documented use) and gives botocore the rest: the reservation, its owner and the request id, which botocore
 parses as usual. Each instance is what botocore gives for those fields: `InstanceId`, `PrivateIpAddress` and
 `InstanceType` (when present), `Placement.AvailabilityZone`, `Tags` (Key, Value), `LaunchTime` (read by the client's
-own timestamp parser) and `State` (Code as an int, Name). A body ElementTree cannot read, or one without an
-`instancesSet`, is left as it came, so botocore reads or reports it as before (ec2.NO_ANSWER); an error answer is not
-touched.
+own timestamp parser) and `State` (Code as an int, Name). A body that is no XML, has no `instancesSet`, or
+holds anything in those fields that botocore would refuse or read otherwise is left as it came, so botocore reads or
+reports it as before (ec2.NO_ANSWER); an error answer is not touched. The one difference: the fields the plugin does
+not read are not read at all, so a malformed value there (which botocore would raise on) goes unnoticed.
 
 Only RunInstances is read so, and only on the plugin's own EC2 clients (Ec2.client): no other code of the plugin
 reads a RunInstances answer, while DescribeInstances answers are also read by the cluster manager, which reads more.
@@ -36,6 +37,10 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
+class _Unusual(Exception):
+    """A used field botocore would read differently or refuse: the whole answer is left to botocore."""
+
+
 def _instance(item: ElementTree.Element, ns: str, timestamp: Timestamps) -> dict[str, Any]:
     """The used fields of one `instancesSet/item`, as botocore names and types them."""
     raw: dict[str, Any] = {}
@@ -49,36 +54,53 @@ def _instance(item: ElementTree.Element, ns: str, timestamp: Timestamps) -> dict
         raw["Placement"] = {"AvailabilityZone": zone}
     tags = item.find(ns + "tagSet")
     if tags is not None:
-        raw["Tags"] = [
-            {"Key": tag.findtext(ns + "key") or "", "Value": tag.findtext(ns + "value") or ""}
-            for tag in tags.iterfind(ns + "item")
-        ]
+        raw["Tags"] = []
+        for tag in tags:
+            tag_key, tag_value = tag.find(ns + "key"), tag.find(ns + "value")
+            if _local(tag.tag) != "item" or tag_key is None or tag_value is None:
+                raise _Unusual("a tag without its key or value")
+            raw["Tags"].append({"Key": tag_key.text or "", "Value": tag_value.text or ""})
     launched = item.findtext(ns + "launchTime")
-    if launched:
-        raw["LaunchTime"] = timestamp(launched)
+    if launched is not None:
+        try:
+            raw["LaunchTime"] = timestamp(launched)
+        except (ValueError, TypeError, OverflowError) as refused:  # botocore's parser raises it too
+            raise _Unusual("launchTime") from refused
     state = item.find(ns + "instanceState")
     if state is not None:
+        raw["State"] = {}
         code, called = state.findtext(ns + "code"), state.findtext(ns + "name")
-        raw["State"] = {**({"Code": int(code)} if code else {}), **({"Name": called} if called is not None else {})}
+        if code is not None:
+            try:
+                raw["State"]["Code"] = int(code)
+            except ValueError as refused:  # botocore's int() raises it too
+                raise _Unusual("instanceState/code") from refused
+        if called is not None:
+            raw["State"]["Name"] = called
     return raw
 
 
 def split_instances(body: bytes, timestamp: Timestamps) -> tuple[bytes, list[dict[str, Any]]] | None:
-    """(`body` without the items of its `instancesSet`, those instances' used fields); None when it is no XML or
-    has no `instancesSet` (botocore then reads it all, as it would without this module)."""
+    """(`body` without the items of its `instancesSet`, those instances' used fields), or None, which leaves the
+    whole answer to botocore: no XML in UTF-8 (botocore reads it as UTF-8 whatever it declares, and refuses it too),
+    no `instancesSet`, a child of one that is not an `item` (botocore would read it as an instance), or a used field
+    botocore would refuse or read otherwise (an empty state code or launch time, a tag without its key or value)."""
     try:
-        root = ElementTree.fromstring(body)
+        parser = ElementTree.XMLParser(target=ElementTree.TreeBuilder(), encoding="utf-8")  # as botocore's
+        parser.feed(body)
+        root = parser.close()
     except ElementTree.ParseError:
         return None
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     holders = list(root.iter(ns + "instancesSet"))
-    if not holders:
+    if not holders or any(_local(item.tag) != "item" for holder in holders for item in holder):
         return None
-    instances: list[dict[str, Any]] = []
+    try:
+        instances = [_instance(item, ns, timestamp) for holder in holders for item in holder]
+    except _Unusual:
+        return None
     for holder in holders:
-        items = list(holder)
-        instances.extend(_instance(item, ns, timestamp) for item in items if _local(item.tag) == "item")
-        for item in items:
+        for item in list(holder):
             holder.remove(item)
     return ElementTree.tostring(root, encoding="utf-8"), instances
 

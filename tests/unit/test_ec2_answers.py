@@ -85,6 +85,70 @@ def test_the_plugin_sees_what_botocore_s_whole_reading_gives(ec2: dict[str, Any]
     assert rest["Instances"] == [] and len(response_dict["body"]) < len(body) / 3  # the instances are not read twice
 
 
+# EC2's own layout (indented, as the API reference shows it): an instance without tags and without an address yet
+AWS_ANSWER = b"""<?xml version="1.0" encoding="UTF-8"?>
+<RunInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+    <requestId>a1b2c3d4-5678-90ab-cdef-EXAMPLE11111</requestId>
+    <reservationId>r-1234567890abcdef0</reservationId>
+    <ownerId>123456789012</ownerId>
+    <groupSet/>
+    <instancesSet>
+        <item>
+            <instanceId>i-1234567890abcdef0</instanceId>
+            <imageId>ami-0abcdef1234567890</imageId>
+            <instanceState>
+                <code>0</code>
+                <name>pending</name>
+            </instanceState>
+            <privateDnsName/>
+            <amiLaunchIndex>0</amiLaunchIndex>
+            <instanceType>g5.xlarge</instanceType>
+            <launchTime>2026-11-30T16:40:01.000Z</launchTime>
+            <placement>
+                <availabilityZone>us-east-1b</availabilityZone>
+                <groupName/>
+                <tenancy>default</tenancy>
+            </placement>
+            <monitoring><state>disabled</state></monitoring>
+            <networkInterfaceSet>
+                <item><networkInterfaceId>eni-0</networkInterfaceId><privateIpAddress>10.0.0.9</privateIpAddress>
+                <tagSet><item><key>eni</key><value>x</value></item></tagSet></item>
+            </networkInterfaceSet>
+        </item>
+    </instancesSet>
+</RunInstancesResponse>"""
+
+
+def test_ec2_s_own_layout_without_tags_or_address_reads_as_botocore_reads_it() -> None:
+    response_dict, customized = _read(AWS_ANSWER)
+    whole = _parsed(AWS_ANSWER)
+    assert _fields(customized["Instances"]) == _fields(whole["Instances"])
+    assert customized["Instances"] == [{
+        "InstanceId": "i-1234567890abcdef0", "InstanceType": "g5.xlarge", "Placement": {"AvailabilityZone": "us-east-1b"},
+        "LaunchTime": whole["Instances"][0]["LaunchTime"], "State": {"Code": 0, "Name": "pending"},
+    }]  # fmt: skip
+    assert _parsed(response_dict["body"])["ReservationId"] == "r-1234567890abcdef0"
+
+
+GARBLED = {  # what botocore refuses or reads otherwise in a used field: left to botocore as a whole
+    "empty state code": (b"<code>0</code>", b"<code/>"),
+    "state code no number": (b"<code>0</code>", b"<code>zero</code>"),
+    "empty launch time": (b"<launchTime>2026-11-30T16:40:01.000Z</launchTime>", b"<launchTime/>"),
+    "tag without value": (b"<monitoring>", b"<tagSet><item><key>k</key></item></tagSet><monitoring>"),
+    "another child of instancesSet": (b"</instancesSet>", b"<extra/></instancesSet>"),
+    "not UTF-8": (b'encoding="UTF-8"?>', b'encoding="ISO-8859-1"?><!-- \xe9 -->'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GARBLED))
+def test_a_used_field_botocore_would_refuse_or_read_otherwise_leaves_the_answer_to_botocore(case: str) -> None:
+    old, new = GARBLED[case]
+    body = AWS_ANSWER.replace(old, new, 1)
+    assert body != AWS_ANSWER
+    response_dict, customized = _read(body)
+    assert response_dict["body"] is body and customized == {}
+
+
 def test_an_answer_it_cannot_or_need_not_read_is_left_to_botocore(ec2: dict[str, Any]) -> None:
     body, _ = _launch(ec2, 1, {})
     for untouched, status in (

@@ -4,7 +4,9 @@ goes to moto's or xmltodict's own code."""
 
 from __future__ import annotations
 
+import enum
 import re
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,13 +63,15 @@ def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         client.run_instances(ImageId=ami, MinCount=3, MaxCount=3, SubnetId=subnet,
                              TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])  # fmt: skip
         client.run_instances(ImageId=ami, MinCount=1, MaxCount=1)  # untagged: a transformer drops its empty tag set
-        client.create_launch_template(LaunchTemplateName="lt", LaunchTemplateData={"InstanceType": "c7i.large"})
+        client.create_launch_template(
+            LaunchTemplateName="lt", LaunchTemplateData={"InstanceType": "c7i.large", "ImageId": ami}
+        )
         yield {"client": client, "bodies": bodies, "ami": ami, "vpc": vpc}
 
 
 def _answers(ec2: dict[str, Any]) -> list[bytes]:
     """Raw answers, without request ids, of reads that cover instances (with their transformers and timestamps),
-    volumes, images, network interfaces, subnets, security groups, VPCs, instance types (big answers), launch
+    volumes, images, network interfaces, subnets, security groups, VPCs, instance types (GPUs, EFA), launch
     templates, zones, regions, route tables, instance status, spot prices and tags."""
     client, bodies = ec2["client"], ec2["bodies"]
     start = len(bodies)
@@ -78,7 +82,7 @@ def _answers(ec2: dict[str, Any]) -> list[bytes]:
     client.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [ec2["vpc"]]}])
     client.describe_security_groups()
     client.describe_vpcs()
-    client.describe_instance_types()
+    client.describe_instance_types(InstanceTypes=["c7i.large", "g5.xlarge", "p5.48xlarge", "t3.micro"])
     client.describe_launch_templates()
     client.describe_availability_zones()
     client.describe_regions()
@@ -108,6 +112,53 @@ def test_ec2_answers_are_byte_for_byte_moto_s_own(ec2: dict[str, Any], moto_own:
         assert pcx["Status"]["Code"] == "initiating-request"
     with pytest.raises(client.exceptions.ClientError, match="InvalidInstanceID"):  # an error: moto's own path
         client.describe_instances(InstanceIds=["i-00000000000000000"])
+
+
+def test_each_answer_of_launches_and_changes_is_moto_s_own_for_the_same_result(
+    ec2: dict[str, Any], moto_own: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers that cannot be read twice (RunInstances, CreateFleet, CreateVolume, a peering: each call makes new
+    resources) are written both ways from the same result and compared, for every EC2 answer of the test."""
+    own_result, own_body = EC2Serializer._serialize_result, EC2Serializer._serialize_body
+    moto_own()
+    serialize = EC2Serializer.serialize  # moto's own, which calls the installed walk and writer
+    compared: list[str] = []
+
+    def both(serializer: Any, result: Any) -> Any:
+        answer = serialize(serializer, result)
+        twin = EC2Serializer(serializer.operation_model, serializer.context, serializer.pretty_print,
+                             serializer._value_picker)  # fmt: skip
+        twin._serialize_result = types.MethodType(own_result, twin)  # type: ignore[method-assign]
+        twin._serialize_body = types.MethodType(own_body, twin)  # type: ignore[method-assign]
+        assert answer == serialize(twin, result)
+        compared.append(serializer.operation_name)
+        return answer
+
+    monkeypatch.setattr(EC2Serializer, "serialize", both)
+    client, ami = ec2["client"], ec2["ami"]
+    subnet = client.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [ec2["vpc"]]}])["Subnets"][0]["SubnetId"]
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "elastic-slurm:pool", "Value": "p & q"}]}]
+    ids = [i["InstanceId"] for i in client.run_instances(ImageId=ami, MinCount=2, MaxCount=2, SubnetId=subnet,
+                                                         TagSpecifications=tags)["Instances"]]  # fmt: skip
+    client.run_instances(ImageId=ami, MinCount=1, MaxCount=1)
+    client.create_tags(Resources=ids, Tags=[{"Key": "Name", "Value": "cpu-1"}])
+    template = client.describe_launch_templates()["LaunchTemplates"][0]["LaunchTemplateId"]
+    client.create_fleet(Type="instant", TargetCapacitySpecification={"TotalTargetCapacity": 2,
+                        "DefaultTargetCapacityType": "on-demand"},
+                        LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateId": template,
+                                                "Version": "$Default"}, "Overrides": [{"SubnetId": subnet}]}])  # fmt: skip
+    client.describe_instances(Filters=[{"Name": "tag:elastic-slurm:pool", "Values": ["p & q"]}])
+    client.create_volume(AvailabilityZone="us-east-1a", Size=8)
+    client.create_key_pair(KeyName="k")
+    peer = client.create_vpc(CidrBlock="127.43.0.0/16")["Vpc"]["VpcId"]
+    for _ in range(2):
+        client.create_vpc_peering_connection(VpcId=ec2["vpc"], PeerVpcId=peer)
+    client.describe_vpc_peering_connections()
+    client.terminate_instances(InstanceIds=ids)
+    client.describe_instance_status(IncludeAllInstances=True)
+    for needed in ("RunInstances", "CreateFleet", "CreateVolume", "CreateKeyPair", "CreateVpcPeeringConnection",
+                   "TerminateInstances", "DescribeInstances"):  # fmt: skip
+        assert needed in compared
 
 
 def test_other_serializers_and_pickers_take_moto_s_own_walk() -> None:
@@ -194,3 +245,15 @@ def test_the_request_id_is_still_written_where_an_answer_names_it() -> None:
             assert got[1] == named.replace(">x<", f">{headers['x-amzn-requestid']}<") and got[1] != body
         else:
             assert got[1] is body and own_got[1] == body  # no match: moto's substitution returns the body as it was
+
+
+class _Kind(str, enum.Enum):  # noqa: UP042  # a str mixin, not StrEnum: its format() is not its value
+    A = "a"
+
+
+def test_a_str_subclass_is_written_as_its_value_as_xmltodict_writes_it() -> None:
+    body = {"R": {"k": _Kind.A, "l": [_Kind.A], "#text": _Kind.A, "@m": _Kind.A}}
+    assert moto_xml.xml_document(body) == xmltodict.unparse(body, full_document=True, short_empty_elements=True)
+    assert "<k>a</k>" in moto_xml.xml_document(body)
+    with pytest.raises(moto_xml.Unwritten):  # a str subclass as a name: xmltodict's own writing
+        moto_xml.xml_document({"R": {_Kind.A: "1"}})
