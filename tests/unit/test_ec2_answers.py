@@ -7,31 +7,21 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import botocore.session
 import pytest
 from botocore.parsers import ResponseParserFactory
-from moto import mock_aws
 
-from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from slurm_plugin.powersave import ec2_answers
 from slurm_plugin.powersave.ec2 import Ec2, _instance, iso_timestamp
 from tests.aws.plugin_env import public_image
-
-REGION = "us-east-1"
+from tests.unit.moto_recorded import REGION, recorded_clients
 
 
 @pytest.fixture()
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """An in-process moto EC2 with a subnet and an image, and a plain client whose raw answers are kept."""
-    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)  # put back by monkeypatch
-    with mock_aws():
-        client = boto3.client("ec2", region_name=REGION)
-        bodies: list[bytes] = []
-        client.meta.events.register(
-            "before-parse.ec2.*", lambda response_dict, **_: bodies.append(response_dict["body"])
-        )
+    with recorded_clients(monkeypatch, "ec2") as (clients, bodies):
+        client = clients["ec2"]
         vpc = client.create_vpc(CidrBlock="127.40.0.0/16")["Vpc"]["VpcId"]
         subnet = client.create_subnet(VpcId=vpc, CidrBlock="127.40.0.0/20")["Subnet"]["SubnetId"]
         yield {"client": client, "bodies": bodies, "subnet": subnet, "image": public_image(client)}

@@ -10,18 +10,15 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
 import xmltodict
-from moto import mock_aws
 from moto.core.responses import BaseResponse
 from moto.core.serialize import AttributePicker, EC2Serializer
 
 from localcloud.aws import moto_answer_walk, moto_serializer, moto_xml
-from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from tests.aws.plugin_env import public_image
+from tests.unit.moto_recorded import recorded_clients
 
-REGION = "us-east-1"
 REQUEST_ID = re.compile(rb"<(requestId|RequestId)>[^<]*</(requestId|RequestId)>")
 
 
@@ -48,14 +45,8 @@ def moto_own(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 @pytest.fixture()
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """In-process moto EC2 (no server) whose raw answers are kept, with instances tagged and untagged."""
-    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)  # put back by monkeypatch
-    with mock_aws():
-        client = boto3.client("ec2", region_name=REGION)
-        bodies: list[bytes] = []
-        client.meta.events.register(
-            "before-parse.ec2.*", lambda response_dict, **_: bodies.append(response_dict["body"])
-        )
+    with recorded_clients(monkeypatch, "ec2") as (clients, bodies):
+        client = clients["ec2"]
         ami = public_image(client)
         vpc = client.create_vpc(CidrBlock="127.41.0.0/16")["Vpc"]["VpcId"]
         subnet = client.create_subnet(VpcId=vpc, CidrBlock="127.41.0.0/20")["Subnet"]["SubnetId"]

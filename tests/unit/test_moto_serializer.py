@@ -7,17 +7,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 import xmltodict
-from moto import mock_aws
 from moto.core.serialize import AttributePicker, AttributePickerContext
 
 from localcloud.aws import moto_serializer
-from localcloud.aws.emulated_aws import DUMMY_CREDENTIALS
 from tests.aws.plugin_env import public_image
+from tests.unit.moto_recorded import recorded_clients
 
-REGION = "us-east-1"
 REQUEST_ID = re.compile(rb"<(requestId|RequestId)>[^<]*</(requestId|RequestId)>")
 
 
@@ -25,17 +22,9 @@ REQUEST_ID = re.compile(rb"<(requestId|RequestId)>[^<]*</(requestId|RequestId)>"
 def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """In-process moto clients (no server) whose raw answers are kept, and moto's own picker and name check back
     in place afterwards."""
-    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)  # put back by monkeypatch
     own = (AttributePicker.__call__, xmltodict._validate_name)  # type: ignore[attr-defined]
     try:
-        with mock_aws():
-            bodies: list[bytes] = []
-            made = {name: boto3.client(name, region_name=REGION) for name in ("ec2", "sns")}
-            for client in made.values():
-                client.meta.events.register(
-                    "before-parse.*.*", lambda response_dict, **_: bodies.append(response_dict["body"])
-                )
+        with recorded_clients(monkeypatch, "ec2", "sns") as (made, bodies):
             yield {"bodies": bodies, **made}
     finally:
         AttributePicker.__call__ = own[0]  # type: ignore[method-assign]
