@@ -101,7 +101,7 @@ AWS_ANSWER = b"""<?xml version="1.0" encoding="UTF-8"?>
             </placement>
             <monitoring><state>disabled</state></monitoring>
             <networkInterfaceSet>
-                <item><networkInterfaceId>eni-0</networkInterfaceId><privateIpAddress>10.0.0.9</privateIpAddress>
+                <item><networkInterfaceId>eni-0</networkInterfaceId><privateIpAddress>127.40.0.9</privateIpAddress>
                 <tagSet><item><key>eni</key><value>x</value></item></tagSet></item>
             </networkInterfaceSet>
         </item>
