@@ -34,13 +34,15 @@ _INSTALLED = "_elastic_slurm_walked_result"
 _Transform = Callable[[Any], Any]
 _Plan = tuple[tuple[str, Any, tuple[str, ...], bool, "_Transform | None", str, str], ...]
 _STRING, _INTEGER, _OTHER = "string", "integer", "other"  # how a member is written (_leaf)
+_KINDS = {"string": _STRING, "integer": _INTEGER, "long": _INTEGER}  # shape type -> how
 
 
 def _leaf(shape: Any, key: str) -> tuple[str, str]:
-    """How member `key` of shape `shape` is written, and under which name: a string or an integer straight into
-    its structure's dict (what `put` would do), anything else (and a member with an XML namespace) by `write`."""
+    """How member `key` of shape `shape` is written, and under which XML name (`@name` for an attribute): a string
+    or an integer straight into its structure's dict, anything else by `write`; a member with an XML namespace has
+    no name here (moto's own `_default_serialize` writes it)."""
     serialization = shape.serialization
-    kind = {"string": _STRING, "integer": _INTEGER, "long": _INTEGER}.get(shape.type_name, _OTHER)
+    kind = _KINDS.get(shape.type_name, _OTHER)
     if serialization.get("xmlNamespace"):
         return _OTHER, ""
     name = serialization.get("name", key)
@@ -80,30 +82,30 @@ class AnswerWalk:
         return plan
 
     def put(self, serialized: dict[str, Any], value: Any, shape: Any, key: str) -> None:
-        """`BaseXMLSerializer._default_serialize`: under the member's XML name (an attribute's with "@")."""
-        serialization = shape.serialization
-        if serialization.get("xmlNamespace"):
+        """`BaseXMLSerializer._default_serialize`: under the member's XML name (an attribute's with "@"); a member
+        with an XML namespace by moto's own."""
+        name = _leaf(shape, key)[1]
+        if name:
+            serialized[name] = value
+        else:
             self.serializer._default_serialize(serialized, value, shape, key)
-            return
-        name = serialization.get("name", key)
-        serialized["@" + name if serialization.get("xmlAttribute", False) else name] = value
 
     def write(self, serialized: dict[str, Any], value: Any, shape: Any, key: str, path: str) -> None:
         """moto's `_serialize`: the value at `path.key` (`path.<shape name>` at the top) by its shape's type."""
         kind = shape.type_name
         if kind == "string":
             self.put(serialized, str(value), shape, key)
-        elif kind == "structure":
-            self.structure(serialized, value, shape, key, f"{path}.{key}" if key else f"{path}.{shape.name}")
-        elif kind == "list":
-            self.list(serialized, value, shape, key, f"{path}.{key}" if key else f"{path}.{shape.name}")
         elif kind in ("integer", "long"):
             self.put(serialized, int(value), shape, key)
         elif kind == "boolean":
             self.put(serialized, "true" if value is True or str(value).lower() == "true" else "false", shape, key)
+        elif kind == "structure":
+            self.structure(serialized, value, shape, key, f"{path}.{key or shape.name}")
+        elif kind == "list":
+            self.list(serialized, value, shape, key, f"{path}.{key or shape.name}")
         else:
             serializer = self.serializer
-            serializer.path = (f"{path}.{key}" if key else f"{path}.{shape.name}").split(".")
+            serializer.path = f"{path}.{key or shape.name}".split(".")
             getattr(serializer, f"_serialize_type_{kind}", serializer._default_serialize)(serialized, value, shape, key)
 
     def structure(self, serialized: dict[str, Any], value: Any, shape: Any, key: str, here: str) -> None:
